@@ -1,0 +1,56 @@
+# Two commands set up a fresh machine (see README):
+#   make book   — build the book into _build/html (creates .venv and installs pinned deps on first use)
+#   make test   — clean, strict, forced-execution book build, then the whole pytest suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JB := $(VENV)/bin/jupyter-book
+STAMP := $(VENV)/.installed-stamp
+# No network at build or test time: models come from the local cache or installed packages only.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export MPLBACKEND := Agg
+export PYTHONHASHSEED := 0
+STRICT := -W -n --keep-going
+
+.PHONY: venv book book-strict test unit browser-deps clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[book,dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Local build: re-executes only notebooks whose code changed (jupyter-cache in _build/.jupyter_cache).
+book: $(STAMP)
+	$(JB) build . $(STRICT)
+	@echo "Book: file://$(CURDIR)/_build/html/index.html"
+
+## Strict build from scratch: no cache, every notebook executed, any warning or cell error fails.
+book-strict: $(STAMP)
+	rm -rf _build
+	$(JB) build . $(STRICT) --all
+
+## Unit tests only (fast feedback; the browser tests skip when no book has been built).
+unit: $(STAMP)
+	$(PY) -m pytest -q
+
+## Install Debian's Chromium for the browser test when we are root and it is missing.
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "browser-deps: could not install chromium; browser tests will be skipped"; \
+	  else echo "browser-deps: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi; \
+	fi
+
+## The test command of the README: strict book build, then every test (browser tests read _build/html).
+test: book-strict browser-deps
+	$(PY) -m pytest
+
+clean:
+	rm -rf _build

@@ -1,0 +1,204 @@
+"""The paper's single-head Transformer, in NumPy (Chapter 1, Section 2 of the paper).
+
+Block ``ℓ`` maps token matrices ``X ∈ ℝ^{T×N}`` (row-vector convention) as
+
+    A   = softmax_row(s · X W_QK Xᵀ) X W_V          (single attention head)
+    Y   = Π_norm(A)                                  (rows projected onto the unit ball)
+    Z   = Π_norm(φ(Y) W_M)                           (row-wise L_φ-Lipschitz φ, feed-forward)
+
+and the readout is ``f(X) = ⟨w, X^{(L)}_{0,:}⟩`` at the [CLS] row (row 0). ``s`` is an optional
+logit scale (``1/√d`` in practice; the paper's analysis uses ``s = 1``). All functions accept a
+batch ``X`` of shape ``(n, T, N)`` or a single ``(T, N)`` input.
+
+The torch twin used for training (Chapter 7) must reproduce :func:`forward` on the same weights.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import erf
+
+from .norms import as_matrix
+
+__all__ = [
+    "ACTIVATIONS",
+    "ACTIVATION_LIPSCHITZ",
+    "Block",
+    "SingleHeadTransformer",
+    "activation",
+    "project_rows",
+    "softmax_rows",
+    "attention",
+    "block_forward",
+    "hidden_states",
+    "forward",
+    "random_transformer",
+]
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+ACTIVATIONS = {
+    "gelu": _gelu,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "tanh": np.tanh,
+    "identity": lambda x: x,
+}
+
+#: Global Lipschitz constants L_φ of the activations (for GELU the maximum of Φ(x) + xφ(x), 1.1289…; the released code rounds it to 1.13).
+ACTIVATION_LIPSCHITZ = {"gelu": 1.1289685, "relu": 1.0, "tanh": 1.0, "identity": 1.0}
+
+
+def activation(name: str):
+    """The element-wise activation called ``name`` (one of the keys of ``ACTIVATIONS``)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; supported: {', '.join(sorted(ACTIVATIONS))}")
+    return ACTIVATIONS[name]
+
+
+@dataclass(frozen=True)
+class Block:
+    """Weights of one block: ``W_QK`` (N×N), ``W_V`` (N×N), ``W_M`` (N×N)."""
+
+    W_QK: np.ndarray
+    W_V: np.ndarray
+    W_M: np.ndarray
+
+    def __post_init__(self):
+        shapes = []
+        for name in ("W_QK", "W_V", "W_M"):
+            A = as_matrix(getattr(self, name), name)
+            if A.shape[0] != A.shape[1]:
+                raise ValueError(f"{name} must be square N×N, got shape {A.shape}")
+            object.__setattr__(self, name, A)
+            shapes.append(A.shape)
+        if len(set(shapes)) != 1:
+            raise ValueError(f"W_QK, W_V, W_M must share the hidden size N, got shapes {shapes}")
+
+    @property
+    def N(self) -> int:
+        return self.W_QK.shape[0]
+
+
+@dataclass(frozen=True)
+class SingleHeadTransformer:
+    """``L`` blocks, a readout vector ``w ∈ ℝ^N``, an activation name and a logit scale."""
+
+    blocks: tuple
+    w: np.ndarray
+    act: str = "gelu"
+    logit_scale: float = 1.0
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        blocks = tuple(self.blocks)
+        if not blocks:
+            raise ValueError("a SingleHeadTransformer needs at least one block (L >= 1)")
+        if not all(isinstance(b, Block) for b in blocks):
+            raise ValueError("blocks must be bounds_lib.model.Block instances")
+        N = blocks[0].N
+        if any(b.N != N for b in blocks):
+            raise ValueError("all blocks must share the hidden size N")
+        w = np.asarray(self.w, dtype=np.float64)
+        if w.shape != (N,):
+            raise ValueError(f"readout w must have shape ({N},), got {w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError("readout w contains NaN or infinite entries")
+        activation(self.act)
+        if not np.isfinite(self.logit_scale) or self.logit_scale <= 0:
+            raise ValueError(f"logit_scale must be a positive finite number, got {self.logit_scale}")
+        object.__setattr__(self, "blocks", blocks)
+        object.__setattr__(self, "w", w)
+
+    @property
+    def L(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def N(self) -> int:
+        return self.blocks[0].N
+
+    @property
+    def L_phi(self) -> float:
+        return ACTIVATION_LIPSCHITZ[self.act]
+
+
+def project_rows(Z: np.ndarray) -> np.ndarray:
+    """``Π_norm``: rescale every row with ``‖z_t‖₂ > 1`` onto the unit sphere; others unchanged."""
+    norms = np.linalg.norm(Z, axis=-1, keepdims=True)
+    return Z / np.maximum(norms, 1.0)
+
+
+def softmax_rows(S: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, stabilised by subtracting the row maximum."""
+    S = S - np.max(S, axis=-1, keepdims=True)
+    E = np.exp(S)
+    return E / np.sum(E, axis=-1, keepdims=True)
+
+
+def _as_batch(X, N: int):
+    X = np.asarray(X, dtype=np.float64)
+    single = X.ndim == 2
+    if single:
+        X = X[None]
+    if X.ndim != 3 or X.shape[-1] != N or X.shape[1] == 0 or X.shape[0] == 0:
+        raise ValueError(f"inputs must have shape (n, T, {N}) or (T, {N}) with n, T >= 1, got {np.shape(X)}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("inputs contain NaN or infinite entries")
+    return X, single
+
+
+def attention(X: np.ndarray, W_QK: np.ndarray, W_V: np.ndarray, logit_scale: float = 1.0) -> np.ndarray:
+    """``softmax_row(s · X W_QK Xᵀ) X W_V`` for a batch ``X`` of shape ``(n, T, N)``."""
+    logits = logit_scale * (X @ W_QK) @ np.swapaxes(X, -1, -2)
+    return softmax_rows(logits) @ (X @ W_V)
+
+
+def block_forward(X: np.ndarray, block: Block, act: str = "gelu", logit_scale: float = 1.0) -> np.ndarray:
+    """One block: ``Π_norm(φ(Π_norm(attention(X))) W_M)``."""
+    Y = project_rows(attention(X, block.W_QK, block.W_V, logit_scale))
+    return project_rows(activation(act)(Y) @ block.W_M)
+
+
+def hidden_states(model: SingleHeadTransformer, X) -> list[np.ndarray]:
+    """``[X^{(0)}, X^{(1)}, …, X^{(L)}]`` — the input (rows projected) and every block's output."""
+    Xb, single = _as_batch(X, model.N)
+    states = [project_rows(Xb)]
+    for b in model.blocks:
+        states.append(block_forward(states[-1], b, model.act, model.logit_scale))
+    return [s[0] for s in states] if single else states
+
+
+def forward(model: SingleHeadTransformer, X) -> np.ndarray:
+    """Scalar outputs ``⟨w, X^{(L)}_{0,:}⟩`` (shape ``(n,)``, or a float for one input).
+
+    Inputs are first projected row-wise onto the unit ball, as the analysis assumes.
+    """
+    Xb, single = _as_batch(X, model.N)
+    H = project_rows(Xb)
+    for b in model.blocks:
+        H = block_forward(H, b, model.act, model.logit_scale)
+    out = H[:, 0, :] @ model.w
+    return float(out[0]) if single else out
+
+
+def random_transformer(L: int, N: int, rng: np.random.Generator, *, spectral_norm: float = 1.0,
+                       act: str = "gelu", logit_scale: float = 1.0) -> SingleHeadTransformer:
+    """Gaussian weights rescaled so every matrix has spectral norm ``spectral_norm``."""
+    if int(L) != L or L < 1:
+        raise ValueError(f"L must be a positive integer, got {L}")
+    if int(N) != N or N < 1:
+        raise ValueError(f"N must be a positive integer, got {N}")
+    if not np.isfinite(spectral_norm) or spectral_norm <= 0:
+        raise ValueError(f"spectral_norm must be positive and finite, got {spectral_norm}")
+
+    def mat():
+        A = rng.standard_normal((N, N))
+        return spectral_norm * A / np.linalg.norm(A, 2)
+
+    blocks = tuple(Block(mat(), mat(), mat()) for _ in range(int(L)))
+    w = rng.standard_normal(N)
+    return SingleHeadTransformer(blocks, w / np.linalg.norm(w), act=act, logit_scale=logit_scale)
