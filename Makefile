@@ -15,7 +15,7 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean
+.PHONY: venv book book-strict test unit browser-deps clean page book-noexec
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,3 +54,17 @@ test: book-strict browser-deps
 
 clean:
 	rm -rf _build
+
+## Execute one chapter alone (fast check while writing): make page NB=notebooks/ch02_interpolation.md
+page: $(STAMP)
+	@test -n "$(NB)" || (echo "usage: make page NB=notebooks/chXX_name.md"; exit 2)
+	@mkdir -p /tmp/bounds_pages
+	cd $(dir $(NB)) && $(CURDIR)/$(VENV)/bin/jupytext --to ipynb --execute --output /tmp/bounds_pages/$(notdir $(NB:.md=.ipynb)) $(notdir $(NB))
+	@echo "executed OK: /tmp/bounds_pages/$(notdir $(NB:.md=.ipynb))"
+
+## Whole-book Sphinx check without executing notebooks, into a private folder (MyST/Sphinx warnings):
+##   make book-noexec OUT=/tmp/mybuild
+book-noexec: $(STAMP)
+	@test -n "$(OUT)" || (echo "usage: make book-noexec OUT=/tmp/somewhere"; exit 2)
+	sed 's/execute_notebooks: cache/execute_notebooks: "off"/' _config.yml > $(OUT).config.yml
+	$(JB) build . $(STRICT) --all --config $(OUT).config.yml --path-output $(OUT)
