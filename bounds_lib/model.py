@@ -48,8 +48,14 @@ ACTIVATIONS = {
     "identity": lambda x: x,
 }
 
-#: Global Lipschitz constants L_φ of the activations (for GELU the maximum of Φ(x) + xφ(x), 1.1289…; the released code rounds it to 1.13).
-ACTIVATION_LIPSCHITZ = {"gelu": 1.1289685, "relu": 1.0, "tanh": 1.0, "identity": 1.0}
+def _gelu_lipschitz() -> float:
+    """max_x GELU'(x) = max_x Φ(x) + xφ(x), attained at x = √2 (where φ(x)(2 − x²) = 0)."""
+    r = np.sqrt(2.0)
+    return float(0.5 * (1.0 + erf(1.0)) + r * np.exp(-1.0) / np.sqrt(2.0 * np.pi))
+
+
+#: Global Lipschitz constants L_φ of the activations (for GELU Φ(√2) + √2 φ(√2) = 1.12890…; the released code rounds it up to 1.13).
+ACTIVATION_LIPSCHITZ = {"gelu": _gelu_lipschitz(), "relu": 1.0, "tanh": 1.0, "identity": 1.0}
 
 
 def activation(name: str):
