@@ -1,0 +1,253 @@
+"""Layerwise propagation: per-layer Lipschitz factors Λ, depth weights α, in-layer weights γ (Chapter 3).
+
+Everything is computed in log space so that products over hundreds of layers never overflow.
+Notation (Chapter 3, paper Section 4): the single-head block of :mod:`bounds_lib.model` is
+
+    X ↦ Π_norm( φ( Π_norm( softmax_row(X W_QK Xᵀ) X W_V ) ) W_M ),
+
+and the multi-head BERT adaptation of the released code is
+``X ↦ Π_norm( φ( Π_norm(Σ_h softmax_row(X QK_h Xᵀ) X Ṽ_h) M_in ) M_out )``.
+``C_a`` denotes the spectral norm ‖W_a‖₂ of matrix ``a``.
+
+* Per-layer Lipschitz factor in ‖·‖_{2→∞} (Chapter 3, ``eq-lambda``):
+  ``Λ = L_φ · C_M · C_V · (1 + 2 c · C_QK)`` with ``c`` the ℓ∞→ℓ1 Lipschitz constant of softmax.
+  The released code uses ``c = 2`` (:data:`SOFTMAX_LINF_L1_RELEASED`); Chapter 3 proves the tight
+  value ``c = 1`` (:data:`SOFTMAX_LINF_L1_TIGHT`).
+* Depth weight ``α^{(ℓ)} = Π_{k=ℓ+1}^{L-1} Λ_k`` (0-based layers, ``α^{(L-1)} = 1``).
+* In-layer weight γ (Lipschitz factor from one matrix of layer ℓ to that layer's output) and the
+  effective scale ``K = γ · α · L`` (floored at the smallest positive float, as released).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .model import project_rows, softmax_rows
+
+__all__ = [
+    "LPHI_GELU_RELEASED",
+    "SOFTMAX_LINF_L1_RELEASED",
+    "SOFTMAX_LINF_L1_TIGHT",
+    "LOG_TINY",
+    "log_layer_lipschitz",
+    "log_layer_lipschitz_multihead",
+    "log_alpha",
+    "log_gamma",
+    "log_gamma_multihead",
+    "log_scale_K",
+    "radius_allocation",
+    "softmax_jacobian_linf_l1",
+    "multihead_block_forward",
+]
+
+#: GELU Lipschitz constant as rounded in the released code (the exact value is 1.1289…).
+LPHI_GELU_RELEASED = 1.13
+#: ℓ∞→ℓ1 Lipschitz constant of softmax used by the released code (hence ``1 + 4 C_QK``).
+SOFTMAX_LINF_L1_RELEASED = 2.0
+#: Tight ℓ∞→ℓ1 Lipschitz constant of softmax, proved in Chapter 3 (``lem-softmax``): ``max_q 4q(1-q) = 1``.
+SOFTMAX_LINF_L1_TIGHT = 1.0
+#: ``log`` of the smallest positive normal float: the floor of ``log K`` (released code).
+LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
+
+
+def _nonneg(x, name):
+    """``x`` as a float64 array of finite non-negative numbers, or ``ValueError``."""
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numeric, got {x!r}") from None
+    if a.size == 0:
+        raise ValueError(f"{name} is empty; give one value per layer (L >= 1)")
+    if np.any(np.isnan(a)):
+        raise ValueError(f"{name} contains NaN; spectral norms must be finite numbers >= 0")
+    if np.any(~np.isfinite(a)):
+        raise ValueError(f"{name} contains infinite values; spectral norms must be finite")
+    if np.any(a < 0):
+        raise ValueError(f"{name} contains negative values; spectral norms are >= 0")
+    return a
+
+
+def _positive_scalar(x, name):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not np.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+    return float(x)
+
+
+def _log(a):
+    with np.errstate(divide="ignore"):
+        return np.log(a)
+
+
+def log_layer_lipschitz(C_M, C_V, C_QK, L_phi, softmax_const=SOFTMAX_LINF_L1_RELEASED):
+    """``log Λ = log[L_φ · C_M · C_V · (1 + 2·softmax_const·C_QK)]`` (Chapter 3, ``thm-layer-lipschitz``).
+
+    Vectorised: arrays of length L give an array of length L. ``softmax_const = 2`` reproduces the
+    released ``1 + 4 C_QK``; ``softmax_const = 1`` is the tight constant proved in Chapter 3.
+    """
+    L_phi = _positive_scalar(L_phi, "L_phi")
+    c = _positive_scalar(softmax_const, "softmax_const")
+    C_M, C_V, C_QK = np.broadcast_arrays(_nonneg(C_M, "C_M"), _nonneg(C_V, "C_V"), _nonneg(C_QK, "C_QK"))
+    out = np.log(L_phi) + _log(C_M) + _log(C_V) + np.log1p(2.0 * c * C_QK)
+    return out if out.ndim else float(out)
+
+
+def log_layer_lipschitz_multihead(C_Min, C_Mout, C_V_heads, C_QK_heads, L_phi=LPHI_GELU_RELEASED,
+                                  softmax_const=SOFTMAX_LINF_L1_RELEASED):
+    """``log Λ_k = log[L_φ · C(M_in) · C(M_out) · Σ_h C(Ṽ_h)(1 + 2·softmax_const·C(QK_h))]``.
+
+    ``C_Min, C_Mout``: shape ``(L,)``; ``C_V_heads, C_QK_heads``: shape ``(L, H)``. Released
+    BERT adaptation (NOTES §3) with ``softmax_const = 2``; the head sum is a log-sum-exp.
+    """
+    L_phi = _positive_scalar(L_phi, "L_phi")
+    c = _positive_scalar(softmax_const, "softmax_const")
+    Cmi, Cmo = _nonneg(C_Min, "C_Min"), _nonneg(C_Mout, "C_Mout")
+    V, QK = _nonneg(C_V_heads, "C_V_heads"), _nonneg(C_QK_heads, "C_QK_heads")
+    if V.shape != QK.shape or V.ndim != 2:
+        raise ValueError(f"C_V_heads and C_QK_heads must both have shape (L, H), got {V.shape} and {QK.shape}")
+    if Cmi.shape != (V.shape[0],) or Cmo.shape != (V.shape[0],):
+        raise ValueError(f"C_Min and C_Mout must have shape ({V.shape[0]},) to match (L, H) = {V.shape}")
+    head_terms = _log(V) + np.log1p(2.0 * c * QK)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.max(head_terms, axis=1)
+        safe = np.where(np.isfinite(m), m, 0.0)
+        lse = safe + np.log(np.sum(np.exp(head_terms - safe[:, None]), axis=1))
+    lse = np.where(np.isfinite(m), lse, -np.inf)
+    return np.log(L_phi) + _log(Cmi) + _log(Cmo) + lse
+
+
+def log_alpha(log_Lambda):
+    """``log α^{(ℓ)} = Σ_{k=ℓ+1}^{L-1} log Λ_k`` for ``ℓ = 0..L-1`` (0-based); the last entry is 0.
+
+    ``α^{(ℓ)}`` is the Lipschitz factor of the layers after ℓ (Chapter 3, ``eq-alpha``).
+    """
+    a = np.asarray(log_Lambda, dtype=np.float64)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"log_Lambda must be a 1-D array with one entry per layer (L >= 1), got shape {a.shape}")
+    if np.any(np.isnan(a)) or np.any(a == np.inf):
+        raise ValueError("log_Lambda contains NaN or +inf; per-layer factors must be finite")
+    with np.errstate(invalid="ignore"):
+        tail = np.cumsum(a[::-1])[::-1]  # tail[ℓ] = Σ_{k ≥ ℓ} log Λ_k
+    return np.append(tail[1:], 0.0)
+
+
+def log_gamma(C_M, C_V, C_QK, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED, phi_bound=1.0):
+    """In-layer weights of the single-head block, as a dict of ``log γ`` with keys "QK", "V", "M".
+
+    ``L_phi=None`` gives the released form (no ``L_φ``): ``γ_QK = c·C_V·C_M``, ``γ_V = C_M``, ``γ_M = 1``.
+    With ``L_phi`` given, the form proved in Chapter 3 (``thm-param-perturbation``):
+    ``γ_QK = c·C_V·L_φ·C_M``, ``γ_V = L_φ·C_M``, ``γ_M = phi_bound``, where ``phi_bound`` bounds
+    ``‖φ(y)‖₂`` on the unit ball (1 for GELU, ReLU, tanh, identity since ``|φ(x)| ≤ |x|``).
+    Here ``c = softmax_const`` multiplies a logit perturbation ``|x_t ΔW x_sᵀ| ≤ ‖ΔW‖₂`` (factor 1).
+    """
+    c = _positive_scalar(softmax_const, "softmax_const")
+    lp = 0.0 if L_phi is None else np.log(_positive_scalar(L_phi, "L_phi"))
+    lb = 0.0 if L_phi is None else np.log(_positive_scalar(phi_bound, "phi_bound"))
+    C_M, C_V, _ = np.broadcast_arrays(_nonneg(C_M, "C_M"), _nonneg(C_V, "C_V"), _nonneg(C_QK, "C_QK"))
+    out = {
+        "QK": np.log(c) + _log(C_V) + lp + _log(C_M),
+        "V": lp + _log(C_M),
+        "M": lb + np.zeros_like(C_M),
+    }
+    return {k: (v if np.ndim(v) else float(v)) for k, v in out.items()}
+
+
+def log_gamma_multihead(C_Min, C_Mout, C_V_h, C_QK_h, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED,
+                        phi_bound=1.0):
+    """In-layer weights of the multi-head block: dict of ``log γ`` with keys "QK", "V", "M_in", "M_out".
+
+    ``L_phi=None`` reproduces the released code exactly: ``γ_QK = c·C(Ṽ_h)·C(M_out)·C(M_in)``,
+    ``γ_V = C(M_out)·C(M_in)``, ``γ_Min = C(M_out)``, ``γ_Mout = 1`` (``c = softmax_const``, 2 as released).
+    With ``L_phi`` given, the form proved in Chapter 3: ``L_φ`` multiplies γ_QK, γ_V and γ_Min (every
+    matrix before φ), and ``γ_Mout = phi_bound · C(M_in)`` because M_out acts on ``φ(y M_in)``, whose
+    norm is at most ``C(M_in)`` for GELU — the released ``γ_Mout = 1`` omits this factor.
+    ``C_V_h, C_QK_h`` may be arrays (e.g. shape ``(L, H)``) broadcast against ``C_Min, C_Mout``.
+    """
+    c = _positive_scalar(softmax_const, "softmax_const")
+    Cmi, Cmo = _nonneg(C_Min, "C_Min"), _nonneg(C_Mout, "C_Mout")
+    V, QK = _nonneg(C_V_h, "C_V_h"), _nonneg(C_QK_h, "C_QK_h")
+    Cmi0, Cmo0 = Cmi, Cmo  # per-layer shapes for the M_in / M_out weights
+    if V.ndim > Cmi.ndim:  # per-head arrays (L, H) against per-layer (L,)
+        Cmi = Cmi.reshape(Cmi.shape + (1,) * (V.ndim - Cmi.ndim))
+        Cmo = Cmo.reshape(Cmo.shape + (1,) * (V.ndim - Cmo.ndim))
+    try:
+        np.broadcast_shapes(Cmi.shape, Cmo.shape, V.shape, QK.shape)
+    except ValueError:
+        raise ValueError(f"shapes do not broadcast: C_Min {Cmi.shape}, C_Mout {Cmo.shape}, "
+                         f"C_V_h {V.shape}, C_QK_h {QK.shape}") from None
+    if L_phi is None:
+        lp, m_out = 0.0, np.zeros(np.broadcast_shapes(Cmi0.shape, Cmo0.shape))
+    else:
+        lp = np.log(_positive_scalar(L_phi, "L_phi"))
+        m_out = np.log(_positive_scalar(phi_bound, "phi_bound")) + _log(Cmi0) + 0.0 * Cmo0
+    out = {
+        "QK": np.log(c) + _log(V) + _log(Cmo) + _log(Cmi) + lp + 0.0 * QK,
+        "V": _log(Cmo) + _log(Cmi) + lp + 0.0 * V,
+        "M_in": _log(Cmo0) + lp + 0.0 * Cmi0,
+        "M_out": m_out,
+    }
+    return {k: (v if np.ndim(v) else float(v)) for k, v in out.items()}
+
+
+def log_scale_K(log_gamma, log_alpha, L):
+    """``log K = log γ + log α + log L``, floored at ``log(smallest positive float)`` (released code).
+
+    ``log_gamma`` may be an array or a dict of arrays (then a dict is returned). Broadcasts.
+    """
+    if isinstance(L, bool) or not isinstance(L, numbers.Integral) or L < 1:
+        raise ValueError(f"L (number of layers) must be an integer >= 1, got {L!r}")
+    if isinstance(log_gamma, dict):
+        return {k: log_scale_K(v, log_alpha, L) for k, v in log_gamma.items()}
+    g = np.asarray(log_gamma, dtype=np.float64)
+    a = np.asarray(log_alpha, dtype=np.float64)
+    if np.any(np.isnan(g)) or np.any(np.isnan(a)):
+        raise ValueError("log_gamma or log_alpha contains NaN")
+    if np.any(g == np.inf) or np.any(a == np.inf):
+        raise ValueError("log_gamma or log_alpha is +inf; compute them in log space from finite norms")
+    out = np.maximum(g + a + np.log(L), LOG_TINY)
+    return out if out.ndim else float(out)
+
+
+def radius_allocation(eps, log_K):
+    """Radius ``ε / K`` given to a matrix with effective scale ``K = γαL`` (Chapter 3, ``eq-radius``).
+
+    Covering every matrix at its radius covers the network output at radius ``ε``:
+    ``Σ_{ℓ,a} γ α · ε/(γ α L)`` summed over ``≤ L`` layers' worth of budget. Returned in log space.
+    """
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a positive finite radius, got {eps!r}")
+    k = np.asarray(log_K, dtype=np.float64)
+    if np.any(np.isnan(k)):
+        raise ValueError("log_K contains NaN")
+    out = np.log(eps) - k
+    return out if out.ndim else float(out)
+
+
+def softmax_jacobian_linf_l1(z):
+    """``‖J(z)‖_{∞→1}`` for ``J = diag(p) − p pᵀ``, ``p = softmax(z)`` (rows of ``z`` batched).
+
+    Equals ``max_{v∈{±1}^T} Σ_i p_i |v_i − p·v| = max_S 4 q_S (1 − q_S)`` with ``q_S = Σ_{i∈S} p_i``
+    (Chapter 3, ``lem-softmax``); computed exactly by enumerating subsets (``T ≤ 16``).
+    """
+    z = np.atleast_2d(np.asarray(z, dtype=np.float64))
+    T = z.shape[-1]
+    if T > 16:
+        raise ValueError(f"exact enumeration needs T <= 16 tokens, got {T}")
+    p = softmax_rows(z)
+    masks = ((np.arange(2**T)[:, None] >> np.arange(T)) & 1).astype(np.float64)  # (2^T, T)
+    q = p @ masks.T
+    return np.max(4.0 * q * (1.0 - q), axis=-1)
+
+
+def multihead_block_forward(X, QK_heads, V_heads, M_in, M_out, phi, logit_scale=1.0):
+    """Multi-head block ``Π_norm(φ(Π_norm(Σ_h softmax(s·X QK_h Xᵀ) X Ṽ_h) M_in) M_out)`` (batched X).
+
+    ``phi`` is an element-wise callable. Used in Chapter 3 to falsify the multi-head γ.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    A = 0.0
+    for QK, V in zip(QK_heads, V_heads):
+        logits = logit_scale * (X @ QK) @ np.swapaxes(X, -1, -2)
+        A = A + softmax_rows(logits) @ (X @ V)
+    Y = project_rows(A)
+    return project_rows(phi(Y @ M_in) @ M_out)
