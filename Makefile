@@ -11,7 +11,6 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
-export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
