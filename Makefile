@@ -14,7 +14,7 @@ export HF_DATASETS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean page book-noexec
+.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,3 +70,10 @@ book-noexec: $(STAMP)
 	    -e 's/suppress_warnings: \["mystnb.unknown_mime_type"\]/suppress_warnings: ["mystnb.unknown_mime_type", "mystnb.glue"]/' \
 	    _config.yml > $(OUT).config.yml
 	$(JB) build . $(STRICT) --all --config $(OUT).config.yml --path-output $(OUT)
+
+## Two clean builds must print identical numbers: build twice into /tmp and compare every output.
+reproducibility: $(STAMP)
+	rm -rf /tmp/bounds_repro_a /tmp/bounds_repro_b
+	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_a
+	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_b
+	$(PY) tests/compare_executed_outputs.py /tmp/bounds_repro_a/_build /tmp/bounds_repro_b/_build
