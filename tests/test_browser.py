@@ -1,0 +1,274 @@
+"""Browser test of the built book: every page opened from local files in headless Chromium.
+
+Reads the HTML that the strict build wrote (``_build/html``, which ``make test`` builds from a clean
+``_build`` right before pytest; override with ``BOUNDS_BOOK_HTML=/path/to/html``). Debian's
+``/usr/bin/chromium`` is driven by Playwright (``executable_path``; no browser download). Every
+request that is not a local file is blocked and counted as a failure, so the book must work offline.
+
+Per page it asserts:
+
+* no console error and no uncaught page error;
+* no request left the local files (no network) and no local file failed to load;
+* math: MathJax is the offline copy (``_static/mathjax``), it finished typesetting, every ``.math``
+  element was rendered into an ``mjx-container``, and no ``mjx-merror`` (undefined macro, bad TeX)
+  is on the page;
+* every ``<img>`` loaded (``complete`` and ``naturalWidth > 0``).
+
+Without a browser it checks that every internal link (``href``/``src``) resolves to an existing file
+and every ``#anchor`` exists in its target page, and through the browser that the search page
+returns results for words of the book.
+
+It skips, with a printed reason, only when no book has been built or Chromium cannot be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = Path(os.environ.get("BOUNDS_BOOK_HTML", ROOT / "_build" / "html")).resolve()
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Folders of the build that hold assets, not pages.
+NOT_PAGES = {"_static", "_sources", "_images", "_downloads", "_panels_static"}
+# Words the search must find (the book's subject; present in several chapters).
+SEARCH_WORDS = ["Schatten", "transformer"]
+
+
+def _pages() -> list[Path]:
+    if not (HTML / "index.html").is_file():
+        return []
+    return sorted(
+        p for p in HTML.rglob("*.html") if not (set(p.relative_to(HTML).parts[:-1]) & NOT_PAGES)
+    )
+
+
+PAGES = _pages()
+
+
+def _skip_reason() -> str | None:
+    if not PAGES:
+        return f"no built book at {HTML} (run `make test` or `make book` first)"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Static checks: internal links and anchors (pure Python, no browser)
+# --------------------------------------------------------------------------------------------
+class _LinkParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.refs: list[tuple[str, str]] = []  # (tag.attr, url)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(a[key])
+        for attr in ("href", "src"):
+            url = a.get(attr)
+            if url and tag in {"a", "link", "img", "script", "iframe", "source", "embed"}:
+                self.refs.append((f"{tag}.{attr}", url))
+
+
+_PARSED: dict[Path, _LinkParser] = {}
+
+
+def _parse(path: Path) -> _LinkParser:
+    if path not in _PARSED:
+        parser = _LinkParser()
+        parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+        _PARSED[path] = parser
+    return _PARSED[path]
+
+
+def _broken_links(page: Path) -> list[str]:
+    problems = []
+    for where, url in _parse(page).refs:
+        scheme = urlsplit(url).scheme
+        if scheme in {"http", "https", "mailto", "javascript", "data", "tel"} or url.startswith("//"):
+            continue  # external: not followed (the test runs offline)
+        target, fragment = urldefrag(url)
+        target = target.split("?", 1)[0]
+        if scheme == "file":
+            problems.append(f"{where}={url}: absolute file:// link")
+            continue
+        dest = page if not target else (page.parent / unquote(target)).resolve()
+        if dest.is_dir():
+            dest = dest / "index.html"
+        if not dest.exists():
+            problems.append(f"{where}={url}: missing file {dest}")
+            continue
+        if HTML not in dest.parents and dest != HTML:
+            problems.append(f"{where}={url}: points outside the built book")
+            continue
+        if fragment and dest.suffix == ".html" and unquote(fragment) not in _parse(dest).ids:
+            problems.append(f"{where}={url}: no id '{unquote(fragment)}' in {dest.relative_to(HTML)}")
+    return problems
+
+
+@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(HTML)))
+def test_internal_links_resolve(page):
+    problems = _broken_links(page)
+    assert not problems, f"{page.relative_to(HTML)}:\n  " + "\n  ".join(problems)
+
+
+# --------------------------------------------------------------------------------------------
+# Browser checks
+# --------------------------------------------------------------------------------------------
+def _ensure_chromium() -> str | None:
+    """Return None when /usr/bin/chromium is usable, else the reason it is not."""
+    if CHROMIUM.exists():
+        return None
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("test_browser: /usr/bin/chromium missing; installing Debian's chromium", file=sys.stderr)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        try:
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, timeout=900)
+        except (subprocess.SubprocessError, OSError) as exc:
+            return f"/usr/bin/chromium missing and `apt-get install chromium` failed: {exc}"
+        return None if CHROMIUM.exists() else "apt-get ran but /usr/bin/chromium is still missing"
+    return "/usr/bin/chromium missing and cannot be installed here (not root or no apt-get)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = _skip_reason() or _ensure_chromium()
+    if reason:
+        print(f"\nSKIP browser test: {reason}")
+        pytest.skip(reason)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as pw:
+        # Playwright gives every launch a fresh temporary profile (a new --user-data-dir).
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class _Watcher:
+    """Collect console errors, page errors, blocked network requests and failed local loads."""
+
+    def __init__(self, context, page):
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on(
+            "requestfailed",
+            lambda r: r.url.startswith("file:") and self.errors.append(f"failed to load {r.url}: {r.failure}"),
+        )
+
+        def route(r):
+            url = r.request.url
+            if url.startswith(("file:", "data:", "blob:", "about:")):
+                r.continue_()
+            else:
+                self.external.append(url)
+                r.abort()
+
+        context.route("**/*", route)
+
+
+@pytest.fixture
+def open_page(browser):
+    contexts = []
+
+    def _open(url: str, width: int = 1280, height: int = 900):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        page = context.new_page()
+        watcher = _Watcher(context, page)
+        page.goto(url, wait_until="load", timeout=30_000)
+        return page, watcher
+
+    yield _open
+    for c in contexts:
+        c.close()
+
+
+_WAIT_MATHJAX = """async () => {
+  const mj = window.MathJax;
+  if (!mj) return {loaded: false};
+  if (mj.startup && mj.startup.promise) { await mj.startup.promise; }
+  if (mj.typesetPromise) { await mj.typesetPromise(); }
+  return {loaded: true};
+}"""
+
+_MATH_REPORT = """() => {
+  const scripts = [...document.querySelectorAll('script[src]')].map(s => s.getAttribute('src'));
+  const mathjaxScripts = scripts.filter(s => /mathjax/i.test(s));
+  const math = [...document.querySelectorAll('.math')];
+  const unrendered = math.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80));
+  const errors = [...document.querySelectorAll('mjx-merror')].map(
+      e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 120));
+  return {mathjaxScripts, nMath: math.length, nRendered: document.querySelectorAll('mjx-container').length,
+          unrendered, errors};
+}"""
+
+_IMAGES = """async () => {
+  const imgs = [...document.images];
+  imgs.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(imgs.map(i => i.complete ? null :
+      new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 10000); })));
+  return imgs.map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0}));
+}"""
+
+
+@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@pytest.mark.parametrize("page_path", PAGES, ids=lambda p: str(p.relative_to(HTML)))
+def test_page_renders(open_page, page_path):
+    page, watch = open_page(page_path.as_uri())
+    name = page_path.relative_to(HTML)
+
+    mj = page.evaluate(_WAIT_MATHJAX)
+    report = page.evaluate(_MATH_REPORT)
+    if report["nMath"]:
+        assert mj["loaded"], f"{name}: page has math but MathJax did not load"
+        assert report["mathjaxScripts"], f"{name}: page has math but no MathJax script"
+        assert all("_static/mathjax/" in s for s in report["mathjaxScripts"]), (
+            f"{name}: MathJax not loaded from the offline copy: {report['mathjaxScripts']}"
+        )
+        assert not report["unrendered"], f"{name}: math not typeset: {report['unrendered'][:5]}"
+    assert not report["errors"], f"{name}: MathJax errors: {report['errors'][:10]}"
+
+    images = page.evaluate(_IMAGES)
+    broken = [i["src"] for i in images if not i["ok"]]
+    assert not broken, f"{name}: images not loaded: {broken}"
+
+    page.wait_for_timeout(100)  # let late console messages arrive
+    assert not watch.external, f"{name}: requests left the local files: {watch.external[:10]}"
+    assert not watch.errors, f"{name}: " + "\n  ".join(watch.errors[:10])
+
+
+@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@pytest.mark.parametrize("word", SEARCH_WORDS)
+def test_search_returns_results(open_page, word):
+    page, watch = open_page((HTML / "search.html").as_uri() + f"?q={word}")
+    page.wait_for_selector("#search-results ul.search li", timeout=20_000)
+    hits = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+    assert hits, f"search for {word!r} returned nothing"
+    missing = [h for h in hits if h.startswith("file:") and not Path(unquote(urlsplit(h).path)).exists()]
+    assert not missing, f"search results point to missing pages: {missing}"
+    assert not watch.external and not watch.errors, watch.external + watch.errors
