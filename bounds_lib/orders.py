@@ -1,0 +1,162 @@
+"""Leading orders of the bounds, as SymPy expressions (Chapters 2, 4 and 5).
+
+Symbols: depth ``L``, hidden size ``N``, per-matrix spectral bound ``C`` (so ``α ≍ C^L`` and
+``K = γαL ≍ C^L·L``), Frobenius bound ``C_F``, rank ``r``, Schatten index ``p``.
+
+* This bound, per matrix (released ``T(W;p)``, Chapter 4 ``eq-term``):
+  ``T = S_p^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``, aggregated over ``≍ L`` matrices either by a
+  sum (released ``B_ours``) or a root-sum-square (the paper's examples table).
+* Regimes: Frobenius (``p = 2``, ``S_2 ≤ C_F²``), rank ≤ r (``p = 0``,
+  ``S_0 = r``), spectral only (``p = 0``, ``S_0 = N``).
+* Edelman et al. (2022): ``C^L L^{3/2} ‖W‖_{2,1}``; Trauger & Tewari (2024): ``C^L L^{3/2} ‖W‖_{1,1}``,
+  with ``‖W‖_{2,1} ≤ √N ‖W‖_F`` and ``‖W‖_{1,1} ≤ √N ‖W‖_{2,1}``.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+__all__ = [
+    "SYMBOLS",
+    "REGIMES",
+    "AGGREGATIONS",
+    "entropy_terms",
+    "balanced_tau",
+    "balanced_log_covering",
+    "dudley_integral",
+    "term_from_covering",
+    "released_term",
+    "regime_term",
+    "ours_order",
+    "edelman_order",
+    "trauger_tewari_order",
+    "orders_table",
+    "TABLE_AS_PRINTED",
+    "printed_leading_order",
+    "limit_in_depth",
+    "n_exponent",
+]
+
+L, N, C, C_F, r, p, eps, tau, C_s, l, m, K = sp.symbols("L N C C_F r p epsilon tau C_s ell m K", positive=True)
+SYMBOLS = dict(L=L, N=N, C=C, C_F=C_F, r=r, p=p, eps=eps, tau=tau, C_s=C_s, l=l, m=m, K=K)
+REGIMES = ("frobenius", "low_rank", "spectral")
+AGGREGATIONS = ("sum", "rss")
+
+
+def entropy_terms(l_=l, m_=m, p_=p):
+    """``((C_s/τ^p)(ℓ+m), τ² ℓ m/ε²)`` — low-rank and Frobenius entropies, with ``ℓ = min(ℓ,m)`` assumed."""
+    return C_s / tau**p_ * (l_ + m_), tau**2 * l_ * m_ / eps**2
+
+
+def balanced_tau(l_=l, m_=m, p_=p):
+    """Solve ``entropy_low_rank = entropy_frobenius`` for τ (SymPy)."""
+    a, b = entropy_terms(l_, m_, p_)
+    sols = sp.solve(sp.Eq(sp.log(a), sp.log(b)), tau)
+    if len(sols) != 1:
+        raise RuntimeError(f"expected one positive balancing τ, got {sols}")
+    return sp.simplify(sols[0])
+
+
+def balanced_log_covering(l_=l, m_=m, p_=p):
+    """Either entropy term evaluated at the balancing τ (the log-covering order)."""
+    a, _ = entropy_terms(l_, m_, p_)
+    return sp.powsimp(sp.simplify(a.subs(tau, balanced_tau(l_, m_, p_))), force=True)
+
+
+def dudley_integral(p_=p):
+    """``∫₀¹ ε^{−p/(p+2)} dε`` (the entropy integral's ε dependence), ``= (p+2)/2``."""
+    return sp.simplify(sp.integrate(eps ** (-p_ / (p_ + 2)), (eps, 0, 1), conds="none"))
+
+
+def term_from_covering(p_=p):
+    """``√(log 𝒩(ε/K))`` with ``ℓ = m = N``, stripped of its ``ε^{−p/(p+2)}`` factor."""
+    cov = balanced_log_covering(N, N, p_).subs(eps, eps / K)
+    return sp.powsimp(sp.simplify(sp.sqrt(cov) * eps ** (p_ / (p_ + 2))), force=True)
+
+
+def released_term(S=C_s, K_=K, p_=p):
+    """Released per-matrix term ``T(W;p) = S^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``."""
+    p_ = sp.sympify(p_)
+    return S ** (1 / (p_ + 2)) * K_ ** (p_ / (p_ + 2)) * N ** ((p_ + 1) / (p_ + 2))
+
+
+def regime_term(regime):
+    """``T`` of one matrix in a regime, with ``K = C^L·L``.
+
+    Frobenius: ``p = 2``, ``S_2 = ‖W‖_F² ≤ C_F²`` (so ``S_2^{1/4} = √C_F`` as in the table);
+    low rank: ``p = 0``, ``S_0 = r``; spectral only: ``p = 0``, ``S_0 = N`` (rank ≤ N).
+    """
+    Kr = C**L * L
+    if regime == "frobenius":
+        return released_term(C_F**2, Kr, 2)
+    if regime == "low_rank":
+        return released_term(r, Kr, 0)
+    if regime == "spectral":
+        return released_term(N, Kr, 0)
+    raise ValueError(f"unknown regime {regime!r}; supported: {', '.join(REGIMES)}")
+
+
+def ours_order(regime, aggregation):
+    """Order of this bound over ``L`` layers: ``L·T`` (sum) or ``√L·T`` (root-sum-square)."""
+    T = regime_term(regime)
+    if aggregation == "sum":
+        return sp.powsimp(L * T, force=True)
+    if aggregation == "rss":
+        return sp.powsimp(sp.sqrt(L * T**2), force=True)
+    raise ValueError(f"unknown aggregation {aggregation!r}; supported: {', '.join(AGGREGATIONS)}")
+
+
+def _norm21(regime):
+    """Regime bound on ``‖W‖_{2,1} ≤ √N ‖W‖_F``: ``√N C_F``, ``√N √r C``, ``√N · √N C``."""
+    return {"frobenius": sp.sqrt(N) * C_F, "low_rank": sp.sqrt(N) * sp.sqrt(r) * C,
+            "spectral": sp.sqrt(N) * sp.sqrt(N) * C}[regime]
+
+
+def edelman_order(regime):
+    """``(Σ_ℓ α^{2/3} ‖W‖_{2,1}^{2/3})^{3/2}`` with ``α = C^L``, the ``C`` of ‖W‖_F dropped (as in the table)."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; supported: {', '.join(REGIMES)}")
+    w = _norm21(regime)
+    if regime != "frobenius":
+        w = w / C
+    return sp.powsimp(sp.simplify((L * (C**L) ** sp.Rational(2, 3) * w ** sp.Rational(2, 3)) ** sp.Rational(3, 2)),
+                      force=True)
+
+
+def trauger_tewari_order(regime):
+    """As :func:`edelman_order` with ``‖W‖_{1,1} ≤ √N ‖W‖_{2,1}`` (one extra ``√N``)."""
+    return sp.powsimp(sp.simplify(edelman_order(regime) * sp.sqrt(N)), force=True)
+
+
+def orders_table(aggregation="rss"):
+    """``{regime: {"ours": …, "edelman": …, "trauger_tewari": …}}``."""
+    return {g: {"ours": ours_order(g, aggregation), "edelman": edelman_order(g),
+                "trauger_tewari": trauger_tewari_order(g)} for g in REGIMES}
+
+
+#: The examples table as printed in the summary (NOTES §6).
+TABLE_AS_PRINTED = {
+    "frobenius": {"ours": sp.sqrt(C_F) * C ** (L / 2) * L * N ** sp.Rational(3, 4),
+                  "edelman": C_F * C**L * L ** sp.Rational(3, 2) * sp.sqrt(N),
+                  "trauger_tewari": C_F * C**L * L ** sp.Rational(3, 2) * N},
+    "low_rank": {"ours": sp.sqrt(r * L * N), "edelman": C**L * L ** sp.Rational(3, 2) * sp.sqrt(r * N),
+                 "trauger_tewari": C**L * L ** sp.Rational(3, 2) * sp.sqrt(r) * N},
+    "spectral": {"ours": sp.sqrt(L) * N, "edelman": C**L * L ** sp.Rational(3, 2) * N,
+                 "trauger_tewari": C**L * L ** sp.Rational(3, 2) * N ** sp.Rational(3, 2)},
+}
+
+
+def printed_leading_order(p_=p):
+    """The summary's printed leading order ``√C_s C^{Lp/(p+2)} L N^{(p+2)/(2(p+1))}`` (NOTES §4)."""
+    p_ = sp.sympify(p_)
+    return sp.sqrt(C_s) * C ** (L * p_ / (p_ + 2)) * L * N ** ((p_ + 2) / (2 * (p_ + 1)))
+
+
+def limit_in_depth(expr):
+    """``lim_{L→∞} expr`` at a fixed ``C > 1`` (substitutes ``C = 1 + c``, ``c > 0``)."""
+    c = sp.Symbol("c", positive=True)
+    return sp.limit(sp.powsimp(expr.subs(C, 1 + c), force=True), L, sp.oo)
+
+
+def n_exponent(expr):
+    """Exponent of ``N`` in a monomial-type expression: ``lim_{N→∞} log(expr)/log N``."""
+    return sp.simplify(sp.limit(sp.expand_log(sp.log(expr), force=True) / sp.log(N), N, sp.oo))
