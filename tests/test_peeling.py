@@ -1,0 +1,93 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from bounds_lib.norms import schatten_power
+from bounds_lib.peeling import (PosthocChoice, aggregate_rss, aggregate_sum, grid_resolution, log_term,
+                                posthoc_choice, posthoc_grid, round_up_to_grid, rounding_cost_bound, shell_index,
+                                shell_log_weight, union_bound_log_count, uniformity_penalty)
+
+
+def test_grid():
+    assert grid_resolution(12, 768) == math.ceil(12 + math.log(768))
+    assert grid_resolution(1, 1) == math.ceil(1 + math.log(2))
+    g = posthoc_grid(2, 4)
+    m = grid_resolution(2, 4)
+    assert g.size == 2 * m + 1 and g[0] == 0 and g[-1] == 2 and np.allclose(np.diff(g), 1 / m)
+
+
+def test_log_term_closed_forms():
+    # p = 0: sqrt(rank * N); p = 2: ||W||_F^{1/2} K^{1/2} N^{3/4}
+    assert np.isclose(log_term(np.log(4.0), 0.0, 123.0, 9), 0.5 * np.log(36))
+    assert np.isclose(log_term(np.log(16.0), 2.0, np.log(9.0), 16), np.log(2 * 3 * 8))
+    v = log_term(np.zeros(3), np.array([0.0, 1.0, 2.0]), 0.0, 1)
+    assert v.shape == (3,) and np.allclose(v, 0)
+
+
+def test_posthoc_choice_first_argmin_and_modes():
+    s = np.array([2.0, 1.0, 1e-15, 1e-15])
+    g = posthoc_grid(2, 4)
+    paper, clean = posthoc_choice(s, 3.0, 4, g), posthoc_choice(s[:2], 3.0, 4, g)
+    assert isinstance(paper, PosthocChoice)
+    assert paper.p_star == g[np.argmin(paper.log_T)] and paper.log_T_star == paper.log_T.min()
+    assert np.all(paper.log_T >= clean.log_T - 1e-12)  # numerical zeros inflate small-p terms
+    assert np.isclose(clean.log_T[0], 0.5 * np.log(2 * 4))
+    flat = posthoc_choice(np.ones(1), 0.0, 1, np.array([0.0, 1.0, 2.0]))
+    assert flat.p_star == 0.0  # ties broken by the first grid point, as released
+
+
+@given(st.lists(st.floats(1e-3, 10.0), min_size=1, max_size=6), st.floats(-5, 20), st.integers(1, 64))
+def test_posthoc_equals_min_of_log_term(sig, logK, N):
+    g = posthoc_grid(3, N)
+    c = posthoc_choice(np.array(sig), logK, N, g)
+    direct = [log_term(np.log(schatten_power(np.array(sig), p)), p, logK, N) for p in g]
+    assert np.allclose(c.log_T, direct) and c.log_T_star <= min(direct) + 1e-12
+
+
+def test_aggregations():
+    a = np.log([1.0, 2.0, 3.0])
+    assert np.isclose(aggregate_sum(a, 4), np.log(6 + 2))
+    assert np.isclose(aggregate_rss(a, 4), np.log(np.sqrt(14) + 2))
+    big = np.full(4 * 1000, 1000.0)  # 1000 layers, terms e^{1000}: finite in log space
+    assert np.isfinite(aggregate_sum(big, 1000)) and np.isfinite(aggregate_rss(big, 1000))
+
+
+@given(st.lists(st.floats(-30, 30), min_size=1, max_size=20), st.integers(1, 50))
+def test_rss_at_most_sum(a, L):
+    assert aggregate_rss(a, L) <= aggregate_sum(a, L) + 1e-12
+
+
+@given(st.floats(0.001, 2.0), st.integers(1, 40), st.lists(st.floats(1e-3, 20.0), min_size=1, max_size=8),
+       st.floats(-10, 40), st.integers(1, 1000))
+def test_rounding_cost_bound_holds(p, m, sig, logK, N):
+    s = np.sort(np.array(sig))[::-1]
+    q = float(round_up_to_grid(p, m))
+    lS = np.log(schatten_power(s, p))
+    diff = log_term(np.log(schatten_power(s, q)), q, logK, N) - log_term(lS, p, logK, N)
+    assert diff <= rounding_cost_bound(q - p, p, s[0], lS, logK, N) + 1e-9
+    assert 0 <= q - p <= 1 / m + 1e-12
+
+
+def test_shells_and_penalty():
+    assert shell_index(1.0) == 0 and shell_index(3.0) == 2 and shell_index(0.3) == -1
+    js = np.arange(-2000, 2001)
+    assert abs(np.exp(shell_log_weight(js)).sum() - 1) < 1e-3
+    m = grid_resolution(4, 128)
+    assert np.isclose(union_bound_log_count(4, 128), 12 * math.log(2 * m + 1))
+    assert union_bound_log_count(4, 128, shell_indices=[0, 3]) > union_bound_log_count(4, 128)
+    assert uniformity_penalty(4, 128, 10**6) < uniformity_penalty(4, 128, 10**3)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: grid_resolution(0, 4), lambda: grid_resolution(2, 0), lambda: grid_resolution(1.5, 4),
+    lambda: log_term(0.0, 2.5, 0.0, 4), lambda: log_term(0.0, -0.1, 0.0, 4), lambda: log_term(0.0, np.nan, 0.0, 4),
+    lambda: log_term(np.nan, 1.0, 0.0, 4), lambda: posthoc_choice([1.0], np.nan, 4, [0.0]),
+    lambda: posthoc_choice([1.0], 0.0, 4, [3.0]), lambda: aggregate_sum([np.nan], 2),
+    lambda: aggregate_rss([0.0], 0), lambda: uniformity_penalty(2, 4, 0), lambda: uniformity_penalty(2, 4, 10, 1.5),
+    lambda: shell_index(0.0),
+])
+def test_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
