@@ -1,0 +1,278 @@
+"""Train a grid of the paper's Transformers and measure every proxy against the real gap (Chapter 7).
+
+One documented command produces the committed results file::
+
+    python -m bounds_lib.experiments --out notebooks/data/trained_grid.json
+
+and ``--small`` runs a tiny grid with the same format in seconds (the test does that). Each row
+holds the training configuration, the measured train/test loss and 0-1 error (test on a large fresh
+sample) with the gap ``test − train``, and the proxies of :func:`single_head_proxies` computed on the
+trained weights. The file also records the command, seeds, library versions and run time.
+
+The proxies are thin compositions of the library (single-head form of NOTES §3–5):
+
+* ``B_ours``: per matrix ``T*(W) = min_{p∈𝒫_m} S_p(W)^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}`` with
+  ``K = γ α L`` (:mod:`bounds_lib.propagation`, :mod:`bounds_lib.peeling`), aggregated as
+  ``Σ T* + √L`` (released) and ``√(Σ T*²) + √L``; the released constants (``L_φ = 1.13`` for GELU,
+  softmax constant 2, γ without ``L_φ``) are used.
+* ``B_Edelman`` in single-head form: ``ξ_ℓ = (C_M C_V ‖W_QK‖_{2,1})^{2/3} + (C_M ‖W_V‖_{2,1})^{2/3}
+  + ‖W_M‖_{2,1}^{2/3}``, ``B = (1 + Σ_ℓ α_ℓ^{2/3} ξ_ℓ)^{3/2}``; the ``(1,1)`` analogue replaces
+  every ``‖·‖_{2,1}`` by ``‖·‖_{1,1}`` (a labelled extension, no released formula).
+* References: parameter count, ``Π‖W‖₂`` over all matrices, ``Σ‖W‖_F``.
+
+Every proxy is stored as a ``log10`` value (products over layers can be huge).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from . import __version__
+from .model import Block, SingleHeadTransformer
+from .norms import norm_11, norm_21, singular_values
+from .peeling import aggregate_rss, aggregate_sum, posthoc_choice, posthoc_grid
+from .propagation import LPHI_GELU_RELEASED, log_alpha, log_gamma, log_layer_lipschitz, log_scale_K
+
+__all__ = [
+    "MATRIX_TYPES",
+    "PROXY_NAMES",
+    "single_head_proxies",
+    "grid_configs",
+    "run_config",
+    "run_grid",
+    "save_model",
+    "load_model",
+    "main",
+]
+
+MATRIX_TYPES = ("QK", "V", "M")
+#: The proxies stored per row (all as log10), in the order the chapter shows them.
+PROXY_NAMES = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11", "prod_spectral", "sum_frobenius",
+               "n_params")
+LN10 = math.log(10.0)
+
+
+def _released_L_phi(act: str, L_phi: float) -> float:
+    return LPHI_GELU_RELEASED if act == "gelu" else L_phi
+
+
+def single_head_proxies(model: SingleHeadTransformer) -> dict:
+    """All proxies of one single-head model (log10 values) and ``p*`` of every matrix.
+
+    Returns a dict with the keys of :data:`PROXY_NAMES` (``log10`` of each proxy), ``p_star``
+    (``{"QK": [...], "V": [...], "M": [...]}``, one entry per layer), ``log10_T_star`` (same
+    layout), ``log10_alpha`` (per layer) and ``readout_norm`` ``‖w‖₂`` (not part of any proxy: the
+    paper's bounds are stated for a fixed Lipschitz loss on the [CLS] output).
+    """
+    L, N = model.L, model.N
+    mats = {a: [getattr(b, f"W_{a}") for b in model.blocks] for a in MATRIX_TYPES}
+    sig = {a: [singular_values(W, f"W_{a}") for W in mats[a]] for a in MATRIX_TYPES}
+    C = {a: np.array([s[0] for s in sig[a]]) for a in MATRIX_TYPES}
+    log_Lam = log_layer_lipschitz(C["M"], C["V"], C["QK"], _released_L_phi(model.act, model.L_phi))
+    la = log_alpha(np.atleast_1d(log_Lam))
+    lg = log_gamma(C["M"], C["V"], C["QK"])
+    lK = log_scale_K({a: np.atleast_1d(lg[a]) for a in MATRIX_TYPES}, la, L)
+    grid = posthoc_grid(L, N)
+    p_star = {a: [] for a in MATRIX_TYPES}
+    lT = {a: [] for a in MATRIX_TYPES}
+    for a in MATRIX_TYPES:
+        for l in range(L):
+            ch = posthoc_choice(sig[a][l], float(np.atleast_1d(lK[a])[l]), N, grid)
+            p_star[a].append(ch.p_star)
+            lT[a].append(ch.log_T_star)
+    all_lT = np.concatenate([lT[a] for a in MATRIX_TYPES])
+
+    def edelman(norm):
+        # log of each ξ summand before the 2/3 power, then (1 + Σ α^{2/3} ξ)^{3/2} in log space
+        terms = []
+        for l in range(L):
+            qk = np.log(C["M"][l]) + np.log(C["V"][l]) + np.log(norm(mats["QK"][l]))
+            v = np.log(C["M"][l]) + np.log(norm(mats["V"][l]))
+            m = np.log(norm(mats["M"][l]))
+            terms += [(2.0 / 3.0) * (la[l] + x) for x in (qk, v, m)]
+        return 1.5 * float(np.logaddexp(0.0, np.logaddexp.reduce(terms)))
+
+    with np.errstate(divide="ignore"):
+        log_prod_spec = float(sum(np.sum(np.log(C[a])) for a in MATRIX_TYPES))
+    sum_frob = float(sum(np.sqrt(np.sum(s**2)) for a in MATRIX_TYPES for s in sig[a]))
+    out = {
+        "B_ours_sum": aggregate_sum(all_lT, L) / LN10,
+        "B_ours_rss": aggregate_rss(all_lT, L) / LN10,
+        "B_edelman": edelman(norm_21) / LN10,
+        "B_11": edelman(norm_11) / LN10,
+        "prod_spectral": log_prod_spec / LN10,
+        "sum_frobenius": math.log10(sum_frob),
+        "n_params": math.log10(3 * L * N * N + N),
+        "p_star": p_star,
+        "log10_T_star": {a: [x / LN10 for x in lT[a]] for a in MATRIX_TYPES},
+        "log10_alpha": [float(x) / LN10 for x in la],
+        "spectral_norms": {a: [float(x) for x in C[a]] for a in MATRIX_TYPES},
+        "readout_norm": float(np.linalg.norm(model.w)),
+    }
+    return out
+
+
+# ----------------------------------------------------------------------------- saving weights
+
+def save_model(model: SingleHeadTransformer, directory, meta: dict | None = None) -> None:
+    """Save a single-head model as a one-head BERT-layout checkpoint that :mod:`bounds_lib.checkpoints` reads.
+
+    ``directory`` receives ``config.json`` (``model_type = "bert"``, one head of dimension ``N``,
+    ``intermediate_size = N``) and ``model.safetensors`` (float64) with, in ``nn.Linear``'s
+    ``(out, in)`` storage, ``query = W_QKᵀ``, ``key = I``, ``value = W_Vᵀ``, ``output = I``,
+    ``intermediate = I`` and ``output.dense = W_Mᵀ``, so that the checkpoint reader's
+    ``QK = W_Q W_Kᵀ = W_QK``, ``Ṽ = W_V W_O = W_V`` and ``M_in M_out = W_M`` exactly (products with the
+    identity are exact in floating point). The readout ``w`` is ``classifier.weight`` (1×N); the
+    activation, logit scale and ``meta`` go to ``config.json["bounds_lib"]``.
+    """
+    import pathlib
+
+    from safetensors.numpy import save_file
+
+    d = pathlib.Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    L, N = model.L, model.N
+    eye = np.eye(N)
+    tensors = {}
+    for l, b in enumerate(model.blocks):
+        pre = f"bert.encoder.layer.{l}."
+        tensors[pre + "attention.self.query.weight"] = np.ascontiguousarray(b.W_QK.T)
+        tensors[pre + "attention.self.key.weight"] = eye.copy()
+        tensors[pre + "attention.self.value.weight"] = np.ascontiguousarray(b.W_V.T)
+        tensors[pre + "attention.output.dense.weight"] = eye.copy()
+        tensors[pre + "intermediate.dense.weight"] = eye.copy()
+        tensors[pre + "output.dense.weight"] = np.ascontiguousarray(b.W_M.T)
+    tensors["classifier.weight"] = np.ascontiguousarray(model.w[None, :])
+    hidden_act = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "identity": "linear"}[model.act]
+    config = {"model_type": "bert", "num_hidden_layers": L, "hidden_size": N, "num_attention_heads": 1,
+              "intermediate_size": N, "hidden_act": hidden_act,
+              "bounds_lib": {"format": "single_head.v1", "act": model.act,
+                             "logit_scale": model.logit_scale, **(meta or {})}}
+    save_file(tensors, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+
+
+def load_model(directory) -> SingleHeadTransformer:
+    """Read a single-head model through the library's checkpoint path (:mod:`bounds_lib.checkpoints`).
+
+    Works for any one-head BERT-layout checkpoint: ``W_QK = QK_{ℓ,0}``, ``W_V = Ṽ_{ℓ,0}`` and
+    ``W_M = M_in M_out`` (which needs ``intermediate_size = hidden_size``). Written by :func:`save_model`.
+    """
+    from .checkpoints import CheckpointError, detect_architecture, iter_layers, open_checkpoint
+
+    src = open_checkpoint(directory)
+    spec = detect_architecture(src)
+    if spec.n_heads != 1 or spec.d_ff != spec.hidden:
+        raise CheckpointError(f"{src.description}: a single-head model needs 1 head and intermediate_size = "
+                              f"hidden_size, got {spec.n_heads} heads and d_ff = {spec.d_ff}")
+    blocks = tuple(Block(lw.QK(0), lw.V_tilde(0), lw.M_in @ lw.M_out) for lw in iter_layers(src, spec))
+    if "classifier.weight" not in src:
+        raise CheckpointError(f"{src.description}: no 'classifier.weight' tensor (the [CLS] readout w)")
+    w = src.read("classifier.weight").reshape(-1)
+    info = src.config.get("bounds_lib", {})
+    return SingleHeadTransformer(blocks, w, act=info.get("act", "gelu"),
+                                 logit_scale=float(info.get("logit_scale", 1.0)), meta=info)
+
+
+# ----------------------------------------------------------------------------- the grid
+
+#: The full grid of the committed results (sized to run in ≲ 20 min on one CPU core).
+FULL_GRID = dict(depths=(1, 2, 4, 8), widths=(16, 32, 64, 128), n_trains=(64, 256, 1024),
+                 random_label_n=(256,), kind="parity", T=16, s=3, steps=200, lr=3e-3, n_test=4096,
+                 seed=0)
+#: A tiny grid with the same format (seconds), used by the tests.
+SMALL_GRID = dict(depths=(1, 2), widths=(8, 16), n_trains=(32,), random_label_n=(32,), kind="parity",
+                  T=16, s=3, steps=15, lr=3e-3, n_test=256, seed=0)
+
+
+def grid_configs(spec: dict) -> list:
+    """All :class:`~bounds_lib.training.TrainConfig` of a grid spec (real labels, then random)."""
+    from .training import TrainConfig
+
+    common = dict(kind=spec["kind"], T=spec["T"], s=spec["s"], steps=spec["steps"], lr=spec["lr"],
+                  n_test=spec["n_test"], seed=spec["seed"])
+    out = []
+    for rl, ns in ((False, spec["n_trains"]), (True, spec["random_label_n"])):
+        for n in ns:
+            for L in spec["depths"]:
+                for N in spec["widths"]:
+                    out.append(TrainConfig(L=L, N=N, n_train=n, random_labels=rl, **common))
+    return out
+
+
+def run_config(config, weights_dir=None) -> dict:
+    """Train one config, compute its proxies, optionally save its weights; return a results row."""
+    from .training import train
+
+    res = train(config)
+    model = res.model
+    row = {"config": asdict(config), **res.metrics(), "seconds": res.seconds,
+           "loss_curve_every_10": res.loss_curve[::10] + [res.loss_curve[-1]]}
+    row["proxies"] = single_head_proxies(model)
+    if weights_dir is not None:
+        import pathlib
+
+        d = pathlib.Path(weights_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        c = config
+        name = f"L{c.L}_N{c.N}_n{c.n_train}_{'rand' if c.random_labels else 'real'}_s{c.seed}"
+        save_model(model, d / name, meta={"config": asdict(config)})
+        row["weights_file"] = name
+    return row
+
+
+def _metadata(spec, argv, seconds):
+    import torch
+
+    return {"command": "python -m bounds_lib.experiments " + " ".join(argv), "grid": spec,
+            "bounds_lib": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(), "machine": platform.machine(),
+            "total_seconds": seconds, "dtype": "float32 training, float64 proxies",
+            "proxies": list(PROXY_NAMES), "proxy_units": "log10"}
+
+
+def run_grid(spec: dict, weights_dir=None, argv=(), log=None) -> dict:
+    """Run every config of ``spec`` (one torch thread) and return ``{"metadata", "rows"}``."""
+    import torch
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    rows = []
+    for i, cfg in enumerate(grid_configs(spec)):
+        rows.append(run_config(cfg, weights_dir))
+        if log is not None:
+            r = rows[-1]
+            print(f"[{i + 1}] L={cfg.L} N={cfg.N} n={cfg.n_train} rand={cfg.random_labels} "
+                  f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f} "
+                  f"{r['seconds']:.1f}s", file=log, flush=True)
+    return {"metadata": _metadata(spec, list(argv), time.perf_counter() - t0), "rows": rows}
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m bounds_lib.experiments --out FILE [--small] [--weights-dir DIR]``."""
+    ap = argparse.ArgumentParser(prog="python -m bounds_lib.experiments", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="results JSON file to write")
+    ap.add_argument("--small", action="store_true", help="tiny grid with the same format (seconds)")
+    ap.add_argument("--weights-dir", default=None, help="also save every trained model here (one checkpoint directory each, see save_model)")
+    args = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    spec = SMALL_GRID if args.small else FULL_GRID
+    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(f"wrote {len(result['rows'])} rows to {args.out} in {result['metadata']['total_seconds']:.0f} s",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Sparse Boolean tasks with known structure, and a random-label control (Chapter 7).
+
+Following the *sparse variable creation* setting of Edelman et al. (2022): an input is a string of
+``T`` bits ``b ∈ {±1}^T``; the label depends only on ``s`` of the ``T`` positions (the *support*
+``I``, drawn once from the task seed):
+
+* ``majority``: ``y = sign(Σ_{t∈I} b_t)`` (``s`` odd, so no ties);
+* ``and``: ``y = +1`` iff ``b_t = +1`` for every ``t ∈ I`` (unbalanced: ``P(y=+1) = 2^{-s}``);
+* ``parity``: ``y = Π_{t∈I} b_t``.
+
+With ``random_labels=True`` the labels are i.i.d. uniform ``±1`` independent of the input (the
+control of Zhang et al. 2017): any gap there is pure memorisation, and a measure of capacity that
+"tracks generalisation" should be larger for those models.
+
+Encoding into the paper's token matrices ``X ∈ ℝ^{(T+1)×N}``: row 0 is a fixed [CLS] vector ``c``
+and row ``t ≥ 1`` is ``(b_t e + p_t)/√2`` with a fixed bit direction ``e`` and position vectors
+``p_t``; ``c, e, p_t`` are i.i.d. ``𝒩(0, I_N/N)`` drawn from the task seed and ``N`` (the model has
+no positional embedding of its own, so positions must be in the input). The encoding is fixed, not
+trained, so every trained parameter is one of the paper's matrices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["TASK_KINDS", "BooleanTask", "task_support", "boolean_labels", "token_embedding",
+           "encode", "sample"]
+
+TASK_KINDS = ("majority", "and", "parity")
+
+
+@dataclass(frozen=True)
+class BooleanTask:
+    """A sparse Boolean task: ``kind`` of ``s`` of ``T`` bits, encoded in width ``N``."""
+
+    kind: str = "majority"
+    T: int = 8
+    s: int = 3
+    N: int = 16
+    seed: int = 0
+    random_labels: bool = False
+
+    def __post_init__(self):
+        if self.kind not in TASK_KINDS:
+            raise ValueError(f"unknown task kind {self.kind!r}; supported: {', '.join(TASK_KINDS)}")
+        if not (1 <= self.s <= self.T):
+            raise ValueError(f"need 1 <= s <= T, got s={self.s}, T={self.T}")
+        if self.kind == "majority" and self.s % 2 == 0:
+            raise ValueError(f"majority needs an odd number of relevant bits to avoid ties, got s={self.s}")
+        if self.N < 1:
+            raise ValueError(f"N must be positive, got {self.N}")
+
+    @property
+    def support(self) -> np.ndarray:
+        return task_support(self.T, self.s, self.seed)
+
+
+def task_support(T: int, s: int, seed: int) -> np.ndarray:
+    """The ``s`` relevant positions (sorted, 0-based among the ``T`` bit positions)."""
+    rng = np.random.default_rng([seed, 1])
+    return np.sort(rng.choice(T, size=s, replace=False))
+
+
+def boolean_labels(bits: np.ndarray, support: np.ndarray, kind: str) -> np.ndarray:
+    """Labels ``±1`` (float64) of ``bits`` (shape ``(n, T)``, entries ±1) under the task ``kind``."""
+    b = np.asarray(bits, dtype=np.float64)[:, support]
+    if kind == "majority":
+        return np.sign(b.sum(axis=1))
+    if kind == "and":
+        return np.where(np.all(b > 0, axis=1), 1.0, -1.0)
+    if kind == "parity":
+        return np.prod(b, axis=1)
+    raise ValueError(f"unknown task kind {kind!r}; supported: {', '.join(TASK_KINDS)}")
+
+
+def token_embedding(T: int, N: int, seed: int) -> dict:
+    """The fixed vectors ``c`` (CLS), ``e`` (bit direction) and ``p`` (``T×N`` positions)."""
+    rng = np.random.default_rng([seed, 2, N])
+    c = rng.standard_normal(N) / np.sqrt(N)
+    e = rng.standard_normal(N) / np.sqrt(N)
+    p = rng.standard_normal((T, N)) / np.sqrt(N)
+    return {"cls": c, "bit": e, "pos": p}
+
+
+def encode(bits: np.ndarray, emb: dict) -> np.ndarray:
+    """Token matrices ``(n, T+1, N)``: row 0 = CLS, row ``t`` = ``(b_t e + p_t)/√2``."""
+    bits = np.asarray(bits, dtype=np.float64)
+    n, T = bits.shape
+    tokens = (bits[:, :, None] * emb["bit"][None, None, :] + emb["pos"][None]) / np.sqrt(2.0)
+    cls = np.broadcast_to(emb["cls"], (n, 1, emb["cls"].size))
+    return np.concatenate([cls, tokens], axis=1)
+
+
+def sample(task: BooleanTask, n: int, seed: int):
+    """``n`` i.i.d. examples ``(X, y, bits)`` of ``task`` from the stream ``seed``.
+
+    ``X`` has shape ``(n, T+1, N)``, ``y ∈ {±1}^n``. For a random-label task ``y`` is drawn
+    independently of ``bits`` from the same seed stream.
+    """
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    rng = np.random.default_rng([task.seed, 3, seed])
+    bits = rng.choice([-1.0, 1.0], size=(n, task.T))
+    if task.random_labels:
+        y = rng.choice([-1.0, 1.0], size=n)
+    else:
+        y = boolean_labels(bits, task.support, task.kind)
+    X = encode(bits, token_embedding(task.T, task.N, task.seed))
+    return X, y, bits

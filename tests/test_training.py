@@ -1,0 +1,103 @@
+"""Sparse Boolean tasks and the deterministic trainer (Chapter 7)."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bounds_lib.tasks import BooleanTask, boolean_labels, encode, sample, task_support, token_embedding
+from bounds_lib.training import TrainConfig, evaluate, logistic_loss, train
+from bounds_lib.torch_model import TorchTransformer
+
+TINY = TrainConfig(L=2, N=8, n_train=32, T=8, s=3, steps=12, n_test=128, seed=5)
+
+
+def test_labels_closed_form():
+    bits = np.array([[1, 1, 1, -1], [1, -1, -1, 1], [-1, -1, 1, 1]], dtype=float)
+    sup = np.array([0, 1, 2])
+    assert boolean_labels(bits, sup, "majority").tolist() == [1, -1, -1]
+    assert boolean_labels(bits, sup, "and").tolist() == [1, -1, -1]
+    assert boolean_labels(bits, sup, "parity").tolist() == [1, 1, 1]
+    assert boolean_labels(bits, np.array([1, 3]), "parity").tolist() == [-1, -1, -1]
+
+
+@pytest.mark.parametrize("kind", ["majority", "and", "parity"])
+def test_labels_depend_only_on_support(kind):
+    task = BooleanTask(kind=kind, T=10, s=3, N=8, seed=2)
+    X, y, bits = sample(task, 500, 0)
+    flipped = bits.copy()
+    off = np.setdiff1d(np.arange(10), task.support)
+    flipped[:, off] *= -1
+    assert np.array_equal(boolean_labels(flipped, task.support, kind), y)
+    assert set(np.unique(y)) <= {-1.0, 1.0}
+
+
+def test_random_labels_are_independent_of_the_input():
+    task = BooleanTask(kind="parity", T=10, s=3, N=8, seed=2, random_labels=True)
+    _, y, bits = sample(task, 4000, 0)
+    true = boolean_labels(bits, task.support, "parity")
+    agree = float(np.mean(y == true))
+    assert abs(agree - 0.5) < 0.05 and abs(float(np.mean(y))) < 0.05
+
+
+def test_encoding_and_streams():
+    task = BooleanTask(T=6, s=3, N=5, seed=1)
+    X, y, bits = sample(task, 10, 0)
+    emb = token_embedding(6, 5, 1)
+    assert X.shape == (10, 7, 5)
+    assert np.array_equal(X[:, 0], np.broadcast_to(emb["cls"], (10, 5)))
+    np.testing.assert_allclose(X[:, 1:], encode(bits, emb)[:, 1:])
+    X2, _, bits2 = sample(task, 10, 1)
+    assert not np.array_equal(bits, bits2)  # train and test streams differ
+    assert np.array_equal(task_support(6, 3, 1), task.support)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(kind="xor"), "unknown task"), (dict(s=9, T=8), "1 <= s <= T"), (dict(kind="majority", s=2), "odd"),
+])
+def test_bad_tasks(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BooleanTask(**kwargs)
+
+
+def test_logistic_loss_and_error():
+    f = torch.tensor([0.0, 2.0, -1.0])
+    y = torch.tensor([1.0, 1.0, 1.0])
+    expected = (math.log(2) + math.log1p(math.exp(-2)) + math.log1p(math.exp(1))) / 3
+    assert abs(float(logistic_loss(f, y)) - expected) < 1e-6
+
+    class Const(TorchTransformer):
+        def forward(self, X):
+            return X[:, 0, 0]
+
+    m = Const(1, 2)
+    X = torch.tensor([[[1.0, 0]], [[-1.0, 0]], [[0.0, 0]], [[2.0, 0]]])
+    loss, err = evaluate(m, X, torch.tensor([1.0, 1.0, 1.0, -1.0]))
+    assert err == 0.75  # f = 0 counts as an error
+
+
+def test_same_seed_same_everything():
+    torch.set_num_threads(1)
+    a, b = train(TINY), train(TINY)
+    assert a.loss_curve == b.loss_curve
+    sa, sb = a.torch_model.state_dict(), b.torch_model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert a.metrics() == b.metrics()
+
+
+def test_other_seed_differs_and_training_reduces_loss():
+    torch.set_num_threads(1)
+    a = train(TINY)
+    c = train(dataclasses.replace(TINY, seed=6))
+    assert a.loss_curve != c.loss_curve
+    assert a.loss_curve[-1] < a.loss_curve[0]
+    assert a.gap_error == a.test_error - a.train_error
+
+
+def test_result_model_is_the_trained_weights():
+    torch.set_num_threads(1)
+    r = train(TINY)
+    m = r.model
+    assert m.L == TINY.L and m.N == TINY.N
+    assert np.array_equal(m.blocks[1].W_V, r.torch_model.W_V[1].detach().double().numpy())
