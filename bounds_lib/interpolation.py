@@ -30,6 +30,8 @@ __all__ = [
     "log_covering_at_tau",
     "log_covering_bound",
     "dudley_integral_exponent",
+    "Falsification",
+    "falsify_split",
 ]
 
 
@@ -122,3 +124,60 @@ def dudley_integral_exponent(p):
     """``p/(p+2)``: ``√(log 𝒩(ε)) ∝ ε^{−p/(p+2)}``, integrable on (0, 1] with integral ``(p+2)/2``."""
     p = validate_p(p)
     return p / (p + 2.0)
+
+
+@dataclass(frozen=True)
+class Falsification:
+    """Outcome of a randomized check of an inequality ``lhs ≤ rhs``: ``ratios = lhs/rhs`` per trial."""
+
+    name: str
+    ratios: np.ndarray
+
+    @property
+    def trials(self) -> int:
+        return int(self.ratios.size)
+
+    @property
+    def worst_ratio(self) -> float:
+        return float(np.max(self.ratios))
+
+    @property
+    def violations(self) -> int:
+        return int(np.count_nonzero(self.ratios > 1.0 + 1e-9))
+
+
+def falsify_split(rng, trials=10_000):
+    """Random matrices (shapes 1–12, log-uniform scales, thresholds, p ∈ [0, 2]): ratios of
+    ``rank(W₁)/(S_p/τ^p)``, ``‖W₂‖_F/(τ√min)``, ``‖W₂‖_F/√(τ^{2−p}S_p)`` (Chapter 2).
+
+    Half of the matrices have a planted power-law spectrum (so ranks and tails are non-trivial).
+    Returns three :class:`Falsification` results.
+    """
+    out = {"rank": [], "tail_dim": [], "tail_schatten": []}
+    per = 100
+    for _ in range(int(np.ceil(trials / per))):
+        l, m = (int(x) for x in rng.integers(1, 13, 2))
+        k = min(l, m)
+        A = rng.standard_normal((per, l, m)) * np.exp(rng.uniform(-3, 3, (per, 1, 1)))
+        if rng.random() < 0.5:  # planted spectrum σ_j = s·j^{-a}
+            U, _, Vt = np.linalg.svd(A, full_matrices=False)
+            a = rng.uniform(0, 3, (per, 1))
+            sig = np.exp(rng.uniform(-3, 3, (per, 1))) * np.arange(1, k + 1) ** (-a)
+            A = (U * sig[:, None, :]) @ Vt
+        s = np.linalg.svd(A, compute_uv=False)  # (per, k), descending
+        p = rng.uniform(0, 2, per)
+        p[rng.random(per) < 0.1] = 0.0
+        tau = s[:, 0] * np.exp(rng.uniform(-4, 0.5, per))
+        tail = np.where(s <= tau[:, None], s, 0.0)
+        r1 = np.count_nonzero(s > tau[:, None], axis=1)
+        with np.errstate(divide="ignore"):
+            Sp = np.where(p[:, None] > 0, s ** p[:, None], 0.0).sum(axis=1)
+        rank = np.count_nonzero(s > 1e-10 * k * np.maximum(s[:, 0:1], 1.0), axis=1)
+        Sp = np.where(p > 0, Sp, rank)
+        f2 = np.sqrt(np.sum(tail**2, axis=1))
+        out["rank"].append(r1 / np.maximum(Sp / tau**p, 1e-300))
+        out["tail_dim"].append(f2 / (tau * np.sqrt(k)))
+        # at p = 0 the numerical zeros (σ ≤ 1e-10·…) are not in S_0: allow their σ² ≤ (1e-10 k σ₁)² k slack
+        slack = (1e-10 * k * np.maximum(s[:, 0], 1.0)) ** 2 * k
+        out["tail_schatten"].append(f2 / np.sqrt(tau ** (2 - p) * Sp + slack))
+    return [Falsification(f"split: {k}", np.concatenate(v)[:trials]) for k, v in out.items()]

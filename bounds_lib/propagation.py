@@ -39,6 +39,11 @@ __all__ = [
     "radius_allocation",
     "softmax_jacobian_linf_l1",
     "multihead_block_forward",
+    "falsify_softmax",
+    "falsify_logits",
+    "falsify_layer_lipschitz",
+    "falsify_parameter_perturbation",
+    "falsify_multihead_gamma",
 ]
 
 #: GELU Lipschitz constant as rounded in the released code (the exact value is 1.1289…).
@@ -251,3 +256,140 @@ def multihead_block_forward(X, QK_heads, V_heads, M_in, M_out, phi, logit_scale=
         A = A + softmax_rows(logits) @ (X @ V)
     Y = project_rows(A)
     return project_rows(phi(Y @ M_in) @ M_out)
+
+
+def _spectral(rng, shape, s):
+    A = rng.standard_normal(shape)
+    return s * A / np.linalg.norm(A, 2)
+
+
+def falsify_softmax(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖softmax(z) − softmax(z')‖₁ / (c‖z − z'‖∞)`` over random logits (T = 2–16, scales 1e-3–30)."""
+    from .interpolation import Falsification
+
+    out, per = [], 500
+    for _ in range(int(np.ceil(trials / per))):
+        T = int(rng.integers(2, 17))
+        z = rng.standard_normal((per, T)) * np.exp(rng.uniform(np.log(1e-3), np.log(30), (per, 1)))
+        d = rng.standard_normal((per, T)) * np.exp(rng.uniform(np.log(1e-6), np.log(3), (per, 1)))
+        if rng.random() < 0.5:  # near-worst directions: ±δ on a balanced split
+            d = np.sign(d) * np.abs(d).max(axis=1, keepdims=True)
+        num = np.abs(softmax_rows(z + d) - softmax_rows(z)).sum(axis=1)
+        out.append(num / (softmax_const * np.abs(d).max(axis=1)))
+    return Falsification("softmax l∞→l1", np.concatenate(out)[:trials])
+
+
+def falsify_logits(rng, trials=10_000):
+    """Ratios ``|x_t W x_sᵀ − x'_t W x'_sᵀ| / (2‖W‖₂ δ)`` for rows in the unit ball, ``δ = max(‖x_t−x'_t‖, ‖x_s−x'_s‖)``."""
+    from .interpolation import Falsification
+
+    out, per = [], 500
+    for _ in range(int(np.ceil(trials / per))):
+        N = int(rng.integers(1, 9))
+        W = _spectral(rng, (N, N), float(np.exp(rng.uniform(-2, 2))))
+        X = project_rows(rng.standard_normal((per, 4, N)) * rng.uniform(0.1, 3, (per, 1, 1)))
+        Xp = project_rows(X + rng.standard_normal((per, 4, N)) * np.exp(rng.uniform(-6, 0, (per, 1, 1))))
+        num = np.abs(X[:, 0] @ W * X[:, 1] - (Xp[:, 0] @ W) * Xp[:, 1]).sum(axis=1)
+        delta = np.maximum(np.linalg.norm(X[:, 0] - Xp[:, 0], axis=1), np.linalg.norm(X[:, 1] - Xp[:, 1], axis=1))
+        out.append(num / (2 * np.linalg.norm(W, 2) * np.maximum(delta, 1e-300)))
+    return Falsification("bilinear logits", np.concatenate(out)[:trials])
+
+
+def falsify_layer_lipschitz(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the single-head block of
+    :mod:`bounds_lib.model` (N = 1–6, T = 1–5, spectral norms 0.2–5, all four activations)."""
+    from . import model as M
+    from .interpolation import Falsification
+
+    out, per = [], 250
+    acts = sorted(M.ACTIVATIONS)
+    for i in range(int(np.ceil(trials / per))):
+        N, T, act = int(rng.integers(1, 7)), int(rng.integers(1, 6)), acts[i % len(acts)]
+        sc = np.exp(rng.uniform(np.log(0.2), np.log(5), 3))
+        blk = M.Block(*(_spectral(rng, (N, N), s) for s in sc))
+        X = project_rows(rng.standard_normal((per, T, N)) * rng.uniform(0.1, 2, (per, 1, 1)))
+        Xp = project_rows(X + np.exp(rng.uniform(np.log(1e-4), 0, (per, 1, 1))) * rng.standard_normal((per, T, N)))
+        num = np.max(np.linalg.norm(M.block_forward(X, blk, act) - M.block_forward(Xp, blk, act), axis=-1), axis=-1)
+        den = np.max(np.linalg.norm(X - Xp, axis=-1), axis=-1)
+        lam = np.exp(log_layer_lipschitz(sc[2], sc[1], sc[0], M.ACTIVATION_LIPSCHITZ[act], softmax_const))
+        out.append(num / (lam * np.maximum(den, 1e-300)))
+    return Falsification("layer Lipschitz Λ", np.concatenate(out)[:trials])
+
+
+def falsify_parameter_perturbation(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT, released=False):
+    """Ratios ``|f_W(X) − f_{W'}(X)| / (‖w‖ Σ_{ℓ,a} γ^{(ℓ,a)} α^{(ℓ)} ‖W'^{(ℓ,a)} − W^{(ℓ,a)}‖₂)`` for whole
+    single-head networks (L = 1–5, N = 2–6, T = 1–4); γ, α from the unperturbed network's norms.
+    ``released=True`` uses γ without L_φ (and the released constant if ``softmax_const=2``)."""
+    from . import model as M
+    from .interpolation import Falsification
+
+    out, per = [], 50
+    acts = sorted(M.ACTIVATIONS)
+    for i in range(int(np.ceil(trials / per))):
+        L, N, T, act = int(rng.integers(1, 6)), int(rng.integers(2, 7)), int(rng.integers(1, 5)), acts[i % len(acts)]
+        sn = float(np.exp(rng.uniform(np.log(0.3), np.log(3))))
+        net = M.random_transformer(L, N, rng, spectral_norm=sn, act=act)
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.3))))
+        D = np.zeros((L, 3))
+        mask = rng.random((L, 3)) < 0.6
+        mask[rng.integers(L), rng.integers(3)] = True
+        blocks = []
+        for ell, b in enumerate(net.blocks):
+            new = []
+            for a, W in enumerate((b.W_QK, b.W_V, b.W_M)):
+                if mask[ell, a]:
+                    E = _spectral(rng, W.shape, eps * sn)
+                    D[ell, a] = np.linalg.norm(E, 2)
+                    W = W + E
+                new.append(W)
+            blocks.append(M.Block(*new))
+        net2 = M.SingleHeadTransformer(tuple(blocks), net.w, act=act)
+        X = rng.standard_normal((per, T, N)) * rng.uniform(0.2, 3, (per, 1, 1))
+        d = np.abs(M.forward(net, X) - M.forward(net2, X))
+        C = np.array([[np.linalg.norm(W, 2) for W in (b.W_QK, b.W_V, b.W_M)] for b in net.blocks])
+        g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=None if released else net.L_phi, softmax_const=softmax_const)
+        la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+        G = np.exp(np.stack([g["QK"], g["V"], np.broadcast_to(g["M"], (L,))], axis=1) + la[:, None])
+        out.append(d / (np.linalg.norm(net.w) * np.sum(G * D)))
+    return Falsification("network parameter perturbation", np.concatenate(out)[:trials])
+
+
+def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖B_{W'}(X) − B_W(X)‖_{2→∞} / (γ_a ‖ΔW_a‖₂)`` for one perturbed matrix of a multi-head
+    block with ``φ = L_φ·tanh`` (``L_φ ∈ {1, 3}``). Returns ``(Falsification, keys)`` where ``keys[i]``
+    names the perturbed matrix type. ``released=True`` uses the released γ (no L_φ, ``γ_Mout = 1``, c = 2)."""
+    from .interpolation import Falsification
+
+    out, keys, per = [], [], 50
+    names = ("QK", "V", "M_in", "M_out")
+    for _ in range(int(np.ceil(trials / per))):
+        N, T, H = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 3))
+        Nf = int(rng.integers(N, 3 * N + 1))
+        Lp = float(rng.choice([1.0, 3.0]))
+        s = np.exp(rng.uniform(np.log(0.3), np.log(4), 4))
+        QK = [_spectral(rng, (N, N), s[0]) for _ in range(H)]
+        V = [_spectral(rng, (N, N), s[1]) for _ in range(H)]
+        Mi, Mo = _spectral(rng, (N, Nf), s[2]), _spectral(rng, (Nf, N), s[3])
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.1))))
+        which, h = int(rng.integers(4)), int(rng.integers(H))
+        P = [list(QK), list(V), Mi, Mo]
+        if which < 2:
+            P[which][h] = P[which][h] + _spectral(rng, (N, N), eps)
+        else:
+            P[which] = P[which] + _spectral(rng, P[which].shape, eps)
+        X = project_rows(rng.standard_normal((per, T, N)) * rng.uniform(0.2, 3, (per, 1, 1)))
+        phi = lambda x, Lp=Lp: Lp * np.tanh(x)  # noqa: E731
+        Z, Zp = multihead_block_forward(X, QK, V, Mi, Mo, phi), multihead_block_forward(X, *P, phi)
+        d = np.max(np.linalg.norm(Z - Zp, axis=-1), axis=-1)
+        CV = np.array([np.linalg.norm(v, 2) for v in V])
+        CQ = np.array([np.linalg.norm(q, 2) for q in QK])
+        if released:
+            g = log_gamma_multihead(s[2], s[3], CV, CQ, softmax_const=SOFTMAX_LINF_L1_RELEASED)
+        else:
+            g = log_gamma_multihead(s[2], s[3], CV, CQ, L_phi=Lp, softmax_const=softmax_const, phi_bound=Lp)
+        gam = np.exp(g[names[which]])
+        gam = float(gam[h]) if which < 2 else float(gam)
+        out.append(d / (gam * eps))
+        keys += [names[which]] * per
+    return Falsification("multi-head γ" + (" (released)" if released else ""), np.concatenate(out)[:trials]), \
+        np.array(keys[:trials])
