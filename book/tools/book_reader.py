@@ -1,0 +1,88 @@
+"""Sphinx extension for readers: launch buttons that open real notebooks, a clean console.
+
+Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/tools}``).
+
+* **Launch buttons.** sphinx-book-theme points Colab and Binder at ``notebooks/chXX.md`` on the
+  source branch, which Colab cannot open. The Pages workflow publishes generated notebooks
+  (``python book/tools/make_notebooks.py launch``) to the branch ``launch_notebooks_branch``
+  (default ``notebooks``); the buttons are rewritten to ``notebooks/chXX.ipynb`` on that branch.
+* **Download button.** The executed ``.ipynb`` behind the download button gets the same first
+  "run it yourself" install cell as the launch notebooks (never executed by the build).
+* **Local search.** Search-result snippets are turned off only when the book is opened from
+  ``file://`` (they need ``fetch``, which browsers refuse there); the web site keeps them.
+* **Console hygiene.** jupyter-book 1.0 registers sphinx-thebe's inline config script twice
+  (``Identifier 'THEBE_JS_URL' has already been declared`` on every page) and the theme logs
+  ``Got invalid theme mode`` when no default mode is set; both are fixed per page here. The
+  browser test (``tests/test_browser.py``) asserts that pages log no console error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+from make_notebooks import add_install_cell
+
+_COLAB = re.compile(r"^(?P<pre>.*/github/[^/]+/[^/]+/blob/)(?P<branch>[^/]+)(?P<path>/.+?)\.md$")
+_BINDER = re.compile(r"^(?P<pre>.*/v2/(?:gh|gl)/[^/]+/[^/]+/)(?P<branch>[^?]+)\?urlpath=(?P<path>.+?)\.md$")
+
+
+def retarget_launch_url(url: str, branch: str) -> str:
+    """Point a Colab/Binder launch URL of a ``.md`` chapter at its ``.ipynb`` on ``branch``."""
+    for rx, fmt in ((_COLAB, "{pre}{branch}{path}.ipynb"), (_BINDER, "{pre}{branch}?urlpath={path}.ipynb")):
+        m = rx.match(url)
+        if m:
+            return fmt.format(pre=m["pre"], branch=branch, path=m["path"])
+    return url
+
+
+def _walk_buttons(buttons):
+    for b in buttons or []:
+        yield b
+        yield from _walk_buttons(b.get("buttons"))
+
+
+def _page_context(app, pagename, templatename, context, doctree):
+    context.setdefault("default_mode", "auto")
+
+    scripts = context.get("script_files")
+    if scripts:
+        seen, unique = set(), []
+        for js in scripts:
+            attrs = getattr(js, "attributes", {}) or {}
+            # The duplicate differs only by filename None vs "" (both mean an inline script).
+            name = getattr(js, "filename", js) or ""
+            key = (str(name), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+            if key not in seen:
+                seen.add(key)
+                unique.append(js)
+        scripts[:] = unique
+
+    branch = app.config.launch_notebooks_branch
+    for button in _walk_buttons(context.get("header_buttons")):
+        if button.get("type") == "link" and button.get("url"):
+            button["url"] = retarget_launch_url(button["url"], branch)
+
+    if context.get("ipynb_source"):
+        path = Path(app.outdir) / "_sources" / context["ipynb_source"]
+        if path.is_file():
+            nb = nbformat.read(path, as_version=4)
+            nbformat.write(add_install_cell(nb), path)
+
+
+# Sphinx's search fetches every hit's page to show a snippet; browsers refuse fetch() on file://,
+# so a book opened from local files logged one error per hit. Snippets stay on for the web site.
+_SEARCH_SUMMARY_JS = (
+    'if (location.protocol === "file:" && typeof DOCUMENTATION_OPTIONS !== "undefined") '
+    "{ DOCUMENTATION_OPTIONS.SHOW_SEARCH_SUMMARY = false; }"
+)
+
+
+def setup(app):
+    app.add_config_value("launch_notebooks_branch", "notebooks", "html")
+    app.add_js_file(None, body=_SEARCH_SUMMARY_JS, priority=210)
+    # After sphinx-book-theme's add_launch_buttons (priority 501), which copies the .ipynb.
+    app.connect("html-page-context", _page_context, priority=502)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
