@@ -49,6 +49,11 @@ __all__ = [
     "run_grid",
     "save_model",
     "load_model",
+    "HYPERPARAMETERS",
+    "proxy_value",
+    "kendall_tau",
+    "granulated_kendall",
+    "scaling_slopes",
     "main",
 ]
 
@@ -254,6 +259,74 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None) -> dict:
                   f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f} "
                   f"{r['seconds']:.1f}s", file=log, flush=True)
     return {"metadata": _metadata(spec, list(argv), time.perf_counter() - t0), "rows": rows}
+
+
+# ----------------------------------------------------------------------------- analysis
+
+#: The hyperparameters varied by the grid (Jiang et al. 2020 call each one an "axis").
+HYPERPARAMETERS = ("L", "N", "n_train")
+
+
+def proxy_value(row: dict, name: str) -> float:
+    """``log10`` of proxy ``name`` in a results row (the ``p*`` summaries are plain values)."""
+    if name == "mean_p_star":
+        return float(np.mean([p for a in MATRIX_TYPES for p in row["proxies"]["p_star"][a]]))
+    if name not in row["proxies"]:
+        raise KeyError(f"row has no proxy {name!r}; available: {', '.join(PROXY_NAMES)}")
+    return float(row["proxies"][name])
+
+
+def kendall_tau(x, y) -> float:
+    """Kendall's ``τ_b`` between two sequences (NaN when either is constant or fewer than 2 points)."""
+    from scipy.stats import kendalltau
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(kendalltau(x, y).statistic)
+
+
+def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPARAMETERS) -> dict:
+    """Kendall ``τ`` between a measure and the gap, overall and per hyperparameter (Jiang et al. 2020).
+
+    ``measure(row) -> float``. ``overall`` is ``τ`` over all rows; for each hyperparameter ``h``,
+    ``ψ_h`` is the mean over groups of rows that agree on every *other* hyperparameter of ``τ`` within
+    the group (groups where ``τ`` is undefined are skipped); ``Psi`` is the mean of the defined ``ψ_h``.
+    """
+    rows = list(rows)
+    m = np.array([measure(r) for r in rows])
+    g = np.array([r[target] for r in rows])
+    out = {"overall": kendall_tau(m, g)}
+    for h in hypers:
+        others = [k for k in hypers if k != h]
+        groups = {}
+        for i, r in enumerate(rows):
+            groups.setdefault(tuple(r["config"][k] for k in others), []).append(i)
+        taus = [kendall_tau(m[idx], g[idx]) for idx in groups.values() if len(idx) > 1]
+        taus = [t for t in taus if np.isfinite(t)]
+        out[h] = float(np.mean(taus)) if taus else float("nan")
+    defined = [out[h] for h in hypers if np.isfinite(out[h])]
+    out["Psi"] = float(np.mean(defined)) if defined else float("nan")
+    return out
+
+
+def scaling_slopes(rows, name: str, along: str, hypers=HYPERPARAMETERS) -> float:
+    """Mean least-squares slope of ``log10(proxy)`` against ``log10(along)`` over groups fixing the rest.
+
+    A slope ``a`` means the proxy grows like ``along^a`` (width or depth exponent).
+    """
+    others = [k for k in hypers if k != along]
+    groups = {}
+    for r in rows:
+        groups.setdefault(tuple(r["config"][k] for k in others), []).append(r)
+    slopes = []
+    for grp in groups.values():
+        if len({r["config"][along] for r in grp}) < 2:
+            continue
+        x = np.log10([r["config"][along] for r in grp])
+        y = np.array([proxy_value(r, name) for r in grp])
+        slopes.append(float(np.polyfit(x, y, 1)[0]))
+    return float(np.mean(slopes)) if slopes else float("nan")
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,146 @@
+"""The grid runner, its proxies, the checkpoint round trip and the committed results (Chapter 7)."""
+import dataclasses
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+from bounds_lib.experiments import (PROXY_NAMES, SMALL_GRID, grid_configs, load_model, main, run_config,
+                                    save_model, single_head_proxies)
+from bounds_lib.model import Block, SingleHeadTransformer, forward, random_transformer
+from bounds_lib.training import TrainConfig, train
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "notebooks" / "data" / "trained_grid.json"
+
+
+def scaled_identity(L, N, c):
+    I = c * np.eye(N)
+    return SingleHeadTransformer(tuple(Block(I, I, I) for _ in range(L)), np.ones(N) / np.sqrt(N))
+
+
+@pytest.mark.parametrize("N", [4, 16])
+def test_proxies_closed_form_large_weights(N):
+    # c = 2, L = 1: K_QK = 2·c² = 8, K_V = c = 2, K_M = 1; c·K > 1 so p* = 0 and T* = √(rank·N) = N
+    c = 2.0
+    P = single_head_proxies(scaled_identity(1, N, c))
+    assert P["p_star"] == {"QK": [0.0], "V": [0.0], "M": [0.0]}
+    assert math.isclose(10 ** P["B_ours_sum"], 3 * N + 1, rel_tol=1e-12)
+    assert math.isclose(10 ** P["B_ours_rss"], math.sqrt(3) * N + 1, rel_tol=1e-12)
+    xi = (c * c * c * N) ** (2 / 3) + (c * c * N) ** (2 / 3) + (c * N) ** (2 / 3)
+    assert math.isclose(10 ** P["B_edelman"], (1 + xi) ** 1.5, rel_tol=1e-12)
+    assert math.isclose(10 ** P["B_11"], (1 + xi) ** 1.5, rel_tol=1e-12)  # ‖cI‖_{1,1} = ‖cI‖_{2,1}
+    assert math.isclose(10 ** P["prod_spectral"], c**3, rel_tol=1e-12)
+    assert math.isclose(10 ** P["sum_frobenius"], 3 * c * math.sqrt(N), rel_tol=1e-12)
+    assert math.isclose(10 ** P["n_params"], 3 * N * N + N, rel_tol=1e-12)
+
+
+def test_proxies_closed_form_small_weights_and_depth_weight():
+    # c = 1/2: every c·K < 1, so T(p) = N (cK)^{p/(p+2)} decreases in p and p* = 2 for all matrices
+    N, c = 8, 0.5
+    P = single_head_proxies(scaled_identity(1, N, c))
+    assert P["p_star"] == {"QK": [2.0], "V": [2.0], "M": [2.0]}
+    T = [N * (c * 2 * c * c) ** 0.5, N * (c * c) ** 0.5, N * c**0.5]
+    assert math.isclose(10 ** P["B_ours_sum"], sum(T) + 1, rel_tol=1e-12)
+    # L = 2: α^{(0)} = Λ_1 = 1.13 · c · c · (1 + 4c) (released constants), α^{(1)} = 1
+    P2 = single_head_proxies(scaled_identity(2, N, 2.0))
+    assert math.isclose(10 ** P2["log10_alpha"][0], 1.13 * 4 * 9, rel_tol=1e-12)
+    assert P2["log10_alpha"][1] == 0.0
+
+
+def test_checkpoint_path_gives_the_same_proxies(tmp_path):
+    torch.set_num_threads(1)
+    res = train(TrainConfig(L=2, N=8, n_train=32, T=8, s=3, steps=10, n_test=64, seed=1))
+    model = res.model
+    save_model(model, tmp_path / "ck", meta={"note": "test"})
+    back = load_model(tmp_path / "ck")
+    for a, b in zip(model.blocks, back.blocks):
+        assert np.array_equal(a.W_QK, b.W_QK) and np.array_equal(a.W_V, b.W_V) and np.array_equal(a.W_M, b.W_M)
+    assert np.array_equal(model.w, back.w)
+    assert single_head_proxies(back) == single_head_proxies(model)
+    X = np.random.default_rng(0).standard_normal((5, 9, 8))
+    assert np.array_equal(forward(back, X), forward(model, X))
+    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert cfg["model_type"] == "bert" and cfg["num_attention_heads"] == 1
+
+
+def test_checkpoint_reader_rejects_multihead(tmp_path):
+    from bounds_lib.checkpoints import CheckpointError
+
+    save_model(random_transformer(1, 4, np.random.default_rng(0)), tmp_path / "ck")
+    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
+    cfg["num_attention_heads"] = 2
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="single-head"):
+        load_model(tmp_path / "ck")
+
+
+def _structure(d):
+    return {"metadata": sorted(d["metadata"]), "row": sorted(d["rows"][0]),
+            "proxies": sorted(d["rows"][0]["proxies"]), "config": sorted(d["rows"][0]["config"])}
+
+
+def test_small_grid_reproduces_the_format_and_checkpoints(tmp_path):
+    out = tmp_path / "g.json"
+    assert main(["--out", str(out), "--small", "--weights-dir", str(tmp_path / "w")]) == 0
+    small = json.loads(out.read_text())
+    assert len(small["rows"]) == len(grid_configs(SMALL_GRID))
+    assert small["metadata"]["command"].startswith("python -m bounds_lib.experiments --out")
+    for r in small["rows"]:
+        assert set(PROXY_NAMES) <= set(r["proxies"])
+        assert math.isclose(r["gap_error"], r["test_error"] - r["train_error"], abs_tol=1e-12)
+        back = load_model(tmp_path / "w" / r["weights_file"])
+        again = json.loads(json.dumps(single_head_proxies(back)))
+        assert again == r["proxies"]  # proxies from the saved checkpoint equal those of the run
+    committed = json.loads(COMMITTED.read_text())
+    s, c = _structure(small), _structure(committed)
+    c["row"] = [k for k in c["row"] if k != "weights_file"]
+    s["row"] = [k for k in s["row"] if k != "weights_file"]
+    assert s == c
+
+
+def test_committed_row_regenerates_exactly():
+    committed = json.loads(COMMITTED.read_text())
+    rows = committed["rows"]
+    assert len(rows) == len(grid_configs(committed["metadata"]["grid"]))
+    cheapest = min(rows, key=lambda r: (r["config"]["L"] * r["config"]["N"] ** 2 * r["config"]["n_train"]))
+    torch.set_num_threads(1)
+    fresh = json.loads(json.dumps(run_config(TrainConfig(**cheapest["config"]))))
+    for key in ("train_loss", "train_error", "test_loss", "test_error", "gap_loss", "gap_error",
+                "loss_curve_every_10", "proxies", "config"):
+        assert fresh[key] == cheapest[key], key
+
+
+def _rows(gap):
+    rows = []
+    for L in (1, 2):
+        for N in (4, 8, 16):
+            for n in (10, 20):
+                rows.append({"config": {"L": L, "N": N, "n_train": n}, "gap_error": gap(L, N, n),
+                             "proxies": {"B_ours_sum": math.log10(L * N / n)}})
+    return rows
+
+
+def test_granulated_kendall_closed_form():
+    from bounds_lib.experiments import granulated_kendall, proxy_value
+
+    perfect = granulated_kendall(_rows(lambda L, N, n: L * N / n), lambda r: proxy_value(r, "B_ours_sum"))
+    assert all(math.isclose(v, 1.0) for v in perfect.values())
+    reverse = granulated_kendall(_rows(lambda L, N, n: -L * N / n), lambda r: proxy_value(r, "B_ours_sum"))
+    assert all(math.isclose(v, -1.0) for v in reverse.values())
+    # a gap that depends on n only: within-depth and within-width groups the gap is constant (τ undefined)
+    only_n = granulated_kendall(_rows(lambda L, N, n: 1.0 / n), lambda r: proxy_value(r, "B_ours_sum"))
+    assert math.isnan(only_n["L"]) and math.isnan(only_n["N"]) and math.isclose(only_n["n_train"], 1.0)
+    assert math.isclose(only_n["Psi"], 1.0)
+
+
+def test_scaling_slopes_closed_form():
+    from bounds_lib.experiments import scaling_slopes
+
+    rows = _rows(lambda L, N, n: 0.0)
+    assert math.isclose(scaling_slopes(rows, "B_ours_sum", "N"), 1.0)
+    assert math.isclose(scaling_slopes(rows, "B_ours_sum", "L"), 1.0)
+    assert math.isclose(scaling_slopes(rows, "B_ours_sum", "n_train"), -1.0)
