@@ -7,7 +7,8 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   (``python book/tools/make_notebooks.py launch``) to the branch ``launch_notebooks_branch``
   (default ``notebooks``); the buttons are rewritten to ``notebooks/chXX.ipynb`` on that branch.
 * **Download button.** The executed ``.ipynb`` behind the download button gets the same first
-  "run it yourself" install cell as the launch notebooks (never executed by the build).
+  cells as the launch notebooks: the book's TeX macros (so formulas render in Jupyter) and the
+  "run it yourself" install cell (never executed by the build).
 * **Local search.** Search-result snippets are turned off only when the book is opened from
   ``file://`` (they need ``fetch``, which browsers refuse there); the web site keeps them.
 * **Console hygiene.** jupyter-book 1.0 registers sphinx-thebe's inline config script twice
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from make_notebooks import add_install_cell
+from make_notebooks import prepare_for_jupyter
 
 _COLAB = re.compile(r"^(?P<pre>.*/github/[^/]+/[^/]+/blob/)(?P<branch>[^/]+)(?P<path>/.+?)\.md$")
 _BINDER = re.compile(r"^(?P<pre>.*/v2/(?:gh|gl)/[^/]+/[^/]+/)(?P<branch>[^?]+)\?urlpath=(?P<path>.+?)\.md$")
@@ -69,7 +70,7 @@ def _page_context(app, pagename, templatename, context, doctree):
         path = Path(app.outdir) / "_sources" / context["ipynb_source"]
         if path.is_file():
             nb = nbformat.read(path, as_version=4)
-            nbformat.write(add_install_cell(nb), path)
+            nbformat.write(prepare_for_jupyter(nb), path)
 
 
 # Sphinx's search fetches every hit's page to show a snippet; browsers refuse fetch() on file://,

@@ -94,6 +94,64 @@ def add_install_cell(nb, **kw):
     return nb
 
 
+MACROS_TAG = "book-macros"
+
+
+def mathjax_macros(config: Path = ROOT / "_config.yml") -> dict:
+    """The book's TeX macros (``sphinx.config.mathjax3_config.tex.macros`` of ``_config.yml``)."""
+    try:
+        import yaml
+
+        cfg = yaml.safe_load(config.read_text()) or {}
+        return cfg["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"] or {}
+    except (OSError, ImportError, KeyError, TypeError):
+        return {}
+
+
+def add_macros_cell(nb, macros: dict | None = None):
+    """Insert a markdown cell defining the book's TeX macros, so formulas render in Jupyter.
+
+    The book defines ``\\norm``, ``\\Pinorm``, ... once for MathJax in ``_config.yml``; a notebook
+    opened in Jupyter, Binder or Colab does not see that file. The cell renders as one short line.
+    """
+    if any(MACROS_TAG in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        return nb
+    macros = mathjax_macros() if macros is None else macros
+    if not macros:
+        return nb
+    defs = []
+    for name, body in macros.items():
+        if isinstance(body, list):
+            defs.append(f"\\newcommand{{\\{name}}}[{body[1]}]{{{body[0]}}}")
+        else:
+            defs.append(f"\\newcommand{{\\{name}}}{{{body}}}")
+    cell = nbformat.v4.new_markdown_cell(
+        "*Notation macros of the book (see the Notation page):* $" + "".join(defs) + "$",
+        metadata={"tags": [MACROS_TAG, "remove-cell"]},
+    )
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" and re.search(r"^# ", nb.cells[0].source, re.M) else 0
+    nb.cells.insert(at, cell)
+    _fix_ids(nb)
+    return nb
+
+
+_TARGET_LINE = re.compile(r"^\([\w.:-]+\)=[ \t]*\n?", re.M)
+
+
+def prepare_for_jupyter(nb):
+    """Title, then the macros cell, then the install cell: what every generated notebook gets.
+
+    MyST target lines such as ``(ch01_setting)=`` are dropped from markdown cells: Jupyter would
+    print them as text.
+    """
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _TARGET_LINE.sub("", cell.source)
+    add_install_cell(nb)
+    add_macros_cell(nb)
+    return nb
+
+
 def _fix_ids(nb):
     """Give every cell a fresh, unique id (nbformat >= 4.5 requires them)."""
     if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) >= (4, 5):
@@ -174,6 +232,32 @@ def strip_solutions(nb):
     return nb, count
 
 
+def plain_exercises(nb):
+    """Replace sphinx-exercise's gated ``exercise-start``/``exercise-end`` fences by plain markdown.
+
+    Jupyter and Colab do not render MyST directives, so in the student notebooks an exercise opens
+    with a bold "Exercise" line (its label in brackets) and the closing fence disappears.
+    """
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or "exercise-" not in cell.source:
+            continue
+        lines, out, i = cell.source.splitlines(keepends=True), [], 0
+        while i < len(lines):
+            m = _FENCE_OPEN.match(lines[i].lstrip())
+            if m and m["name"] in {"exercise-start", "exercise-end"}:
+                j = _block_end(lines, i, m["fence"])
+                if m["name"] == "exercise-start":
+                    label = next((ln.split(":", 2)[2].strip() for ln in lines[i + 1 : j - 1]
+                                  if ln.strip().startswith(":label:")), "")
+                    out.append(f"**Exercise**{f' ({label})' if label else ''}.\n\n")
+                i = j
+                continue
+            out.append(lines[i])
+            i += 1
+        cell.source = "".join(out).strip("\n")
+    return nb
+
+
 def clear_outputs(nb):
     for c in nb.cells:
         if c.cell_type == "code":
@@ -206,7 +290,7 @@ def build_launch(out: Path, executed: Path | None) -> list[Path]:
     for md in chapters():
         ex = executed / "notebooks" / f"{md.stem}.ipynb" if executed else None
         nb = nbformat.read(ex, as_version=4) if ex and ex.is_file() else read_chapter(md)
-        add_install_cell(nb)
+        prepare_for_jupyter(nb)
         dest = out / "notebooks" / f"{md.stem}.ipynb"
         nbformat.write(nb, dest)
         written.append(dest)
@@ -224,7 +308,8 @@ def build_student(out: Path) -> list[tuple[Path, int]]:
     written = []
     for md in chapters():
         nb, n = strip_solutions(clear_outputs(read_chapter(md)))
-        add_install_cell(nb)
+        plain_exercises(nb)
+        prepare_for_jupyter(nb)
         dest = out / f"{md.stem}.ipynb"
         nbformat.write(nb, dest)
         written.append((dest, n))
