@@ -225,10 +225,10 @@ def _synthetic(L, H=2, N=8, d=4, sigma1=10.0):
 
 
 def test_deep_models_stay_in_log_space():
-    rep = score(_synthetic(400))
+    rep = score(_synthetic(80))
     summ = rep.summary()
     assert summ["B_edelman"]["value"] is None and np.isfinite(summ["B_edelman"]["log10"])
-    assert summ["B_edelman"]["log10"] > 1000
+    assert summ["B_edelman"]["log10"] > 308  # beyond float range
     assert summ["B_ours_sum"]["value"] is not None  # p* = 0: B_ours is a rank count, no overflow
     assert np.all(np.isfinite(rep.log_alpha))
 
