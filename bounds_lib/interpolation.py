@@ -1,13 +1,13 @@
 """Matrix parameter interpolation: split W at a threshold τ and cover the two parts (Chapter 2).
 
-For ``W ∈ ℝ^{ℓ×m}`` with singular values σ_j and ``S_p(W) = Σ σ_j^p ≤ C_s`` (Chapter 2, ``def-split``):
+For ``W ∈ ℝ^{ℓ×m}`` with singular values σ_j and ``S_p(W) = Σ σ_j^p ≤ C_s`` (Chapter 2, ``ch02-def-split``):
 
 * ``W₁ = Σ_{σ_j > τ} σ_j u_j v_jᵀ`` (leading part), ``W₂ = W − W₁`` (tail);
-* ``rank(W₁) ≤ S_p/τ^p`` (``lem-rank``), ``‖W₂‖_F ≤ τ √min(ℓ,m)`` and ``‖W₂‖_F² ≤ τ^{2−p} S_p`` (``lem-tail``);
+* ``rank(W₁) ≤ S_p/τ^p`` (``ch02-lem-rank``), ``‖W₂‖_F ≤ τ √min(ℓ,m)`` and ``‖W₂‖_F² ≤ τ^{2−p} S_p`` (``ch02-lem-tail``);
 * entropy of the low-rank part ``(C_s/τ^p)(ℓ+m)`` and of the Frobenius part ``τ² min(ℓ,m)·m/ε²``
   (log factors dropped); balancing them gives
   ``τ* = (C_s(ℓ+m) ε² / (min(ℓ,m)·m))^{1/(p+2)}`` and the log-covering bound
-  ``([C_s(ℓ+m)]² (min(ℓ,m)·m)^p / ε^{2p})^{1/(p+2)}`` (``thm-covering``).
+  ``([C_s(ℓ+m)]² (min(ℓ,m)·m)^p / ε^{2p})^{1/(p+2)}`` (``ch02-thm-covering``).
 """
 from __future__ import annotations
 

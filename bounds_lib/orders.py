@@ -3,7 +3,7 @@
 Symbols: depth ``L``, hidden size ``N``, per-matrix spectral bound ``C`` (so ``α ≍ C^L`` and
 ``K = γαL ≍ C^L·L``), Frobenius bound ``C_F``, rank ``r``, Schatten index ``p``.
 
-* This bound, per matrix (released ``T(W;p)``, Chapter 4 ``eq-term``):
+* This bound, per matrix (released ``T(W;p)``, Chapter 4 ``ch04-eq-term``):
   ``T = S_p^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``, aggregated over ``≍ L`` matrices either by a
   sum (released ``B_ours``) or a root-sum-square (the paper's examples table).
 * Regimes: Frobenius (``p = 2``, ``S_2 ≤ C_F²``), rank ≤ r (``p = 0``,

@@ -1,13 +1,13 @@
 """Post hoc choice of the Schatten index p, discretisation cost, dyadic shells (Chapter 4).
 
-* Per-matrix term (released code, Chapter 4 ``eq-term``):
+* Per-matrix term (released code, Chapter 4 ``ch04-eq-term``):
   ``T(W; p) = S_p(W)^{1/(p+2)} · K^{p/(p+2)} · N^{(p+1)/(p+2)}``, computed as
   ``log T = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N``; at ``p = 0`` ``S_0`` is the rank.
 * Grid ``𝒫_m = {0, 1/m, …, 2}`` with ``m = ⌈L + ln max(N, 2)⌉``; ``p*`` is the first argmin.
 * Aggregations: ``B = Σ T* + √L`` (released) and ``B = √(Σ T*²) + √L`` (matches the examples
   table, NOTES §6); both in log space.
-* Rounding cost (Chapter 4, ``lem-rounding``) and the union-bound penalty over grid points and
-  dyadic shells (Chapter 4, ``thm-uniform``) — reconstructions by the book.
+* Rounding cost (Chapter 4, ``ch04-lem-rounding``) and the union-bound penalty over grid points and
+  dyadic shells (Chapter 4, ``ch04-thm-uniform``) — reconstructions by the book.
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def round_up_to_grid(p, m):
 
 
 def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
-    """Upper bound on ``log T(p+δ) − log T(p)`` for ``0 < p``, ``p + δ ≤ 2`` (Chapter 4, ``lem-rounding``):
+    """Upper bound on ``log T(p+δ) − log T(p)`` for ``0 < p``, ``p + δ ≤ 2`` (Chapter 4, ``ch04-lem-rounding``):
 
     ``δ · [ log⁺(σ₁)/2 + log⁻(S_p)/4 + |2 log K + log N|/4 ]`` with ``log⁺ = max(log, 0)``,
     ``log⁻ = max(−log, 0)``. With ``δ ≤ 1/m`` and ``m ≥ L + ln N`` this is O(1) when log K = O(L).

@@ -9,7 +9,7 @@ and the multi-head BERT adaptation of the released code is
 ``X ↦ Π_norm( φ( Π_norm(Σ_h softmax_row(X QK_h Xᵀ) X Ṽ_h) M_in ) M_out )``.
 ``C_a`` denotes the spectral norm ‖W_a‖₂ of matrix ``a``.
 
-* Per-layer Lipschitz factor in ‖·‖_{2→∞} (Chapter 3, ``eq-lambda``):
+* Per-layer Lipschitz factor in ‖·‖_{2→∞} (Chapter 3, ``ch03-eq-lambda``):
   ``Λ = L_φ · C_M · C_V · (1 + 2 c · C_QK)`` with ``c`` the ℓ∞→ℓ1 Lipschitz constant of softmax.
   The released code uses ``c = 2`` (:data:`SOFTMAX_LINF_L1_RELEASED`); Chapter 3 proves the tight
   value ``c = 1`` (:data:`SOFTMAX_LINF_L1_TIGHT`).
@@ -50,7 +50,7 @@ __all__ = [
 LPHI_GELU_RELEASED = 1.13
 #: ℓ∞→ℓ1 Lipschitz constant of softmax used by the released code (hence ``1 + 4 C_QK``).
 SOFTMAX_LINF_L1_RELEASED = 2.0
-#: Tight ℓ∞→ℓ1 Lipschitz constant of softmax, proved in Chapter 3 (``lem-softmax``): ``max_q 4q(1-q) = 1``.
+#: Tight ℓ∞→ℓ1 Lipschitz constant of softmax, proved in Chapter 3 (``ch03-lem-softmax``): ``max_q 4q(1-q) = 1``.
 SOFTMAX_LINF_L1_TIGHT = 1.0
 #: ``log`` of the smallest positive normal float: the floor of ``log K`` (released code).
 LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
@@ -85,7 +85,7 @@ def _log(a):
 
 
 def log_layer_lipschitz(C_M, C_V, C_QK, L_phi, softmax_const=SOFTMAX_LINF_L1_RELEASED):
-    """``log Λ = log[L_φ · C_M · C_V · (1 + 2·softmax_const·C_QK)]`` (Chapter 3, ``thm-layer-lipschitz``).
+    """``log Λ = log[L_φ · C_M · C_V · (1 + 2·softmax_const·C_QK)]`` (Chapter 3, ``ch03-thm-layer``).
 
     Vectorised: arrays of length L give an array of length L. ``softmax_const = 2`` reproduces the
     released ``1 + 4 C_QK``; ``softmax_const = 1`` is the tight constant proved in Chapter 3.
@@ -124,7 +124,7 @@ def log_layer_lipschitz_multihead(C_Min, C_Mout, C_V_heads, C_QK_heads, L_phi=LP
 def log_alpha(log_Lambda):
     """``log α^{(ℓ)} = Σ_{k=ℓ+1}^{L-1} log Λ_k`` for ``ℓ = 0..L-1`` (0-based); the last entry is 0.
 
-    ``α^{(ℓ)}`` is the Lipschitz factor of the layers after ℓ (Chapter 3, ``eq-alpha``).
+    ``α^{(ℓ)}`` is the Lipschitz factor of the layers after ℓ (Chapter 3, ``ch03-def-weights``).
     """
     a = np.asarray(log_Lambda, dtype=np.float64)
     if a.ndim != 1 or a.size == 0:
@@ -140,7 +140,7 @@ def log_gamma(C_M, C_V, C_QK, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED
     """In-layer weights of the single-head block, as a dict of ``log γ`` with keys "QK", "V", "M".
 
     ``L_phi=None`` gives the released form (no ``L_φ``): ``γ_QK = c·C_V·C_M``, ``γ_V = C_M``, ``γ_M = 1``.
-    With ``L_phi`` given, the form proved in Chapter 3 (``thm-param-perturbation``):
+    With ``L_phi`` given, the form proved in Chapter 3 (``ch03-thm-param``):
     ``γ_QK = c·C_V·L_φ·C_M``, ``γ_V = L_φ·C_M``, ``γ_M = phi_bound``, where ``phi_bound`` bounds
     ``‖φ(y)‖₂`` on the unit ball (1 for GELU, ReLU, tanh, identity since ``|φ(x)| ≤ |x|``).
     Here ``c = softmax_const`` multiplies a logit perturbation ``|x_t ΔW x_sᵀ| ≤ ‖ΔW‖₂`` (factor 1).
@@ -214,7 +214,7 @@ def log_scale_K(log_gamma, log_alpha, L):
 
 
 def radius_allocation(eps, log_K):
-    """Radius ``ε / K`` given to a matrix with effective scale ``K = γαL`` (Chapter 3, ``eq-radius``).
+    """Radius ``ε / K`` given to a matrix with effective scale ``K = γαL`` (Chapter 3, ``ch03-eq-param``).
 
     Covering every matrix at its radius covers the network output at radius ``ε``:
     ``Σ_{ℓ,a} γ α · ε/(γ α L)`` summed over ``≤ L`` layers' worth of budget. Returned in log space.
@@ -232,7 +232,7 @@ def softmax_jacobian_linf_l1(z):
     """``‖J(z)‖_{∞→1}`` for ``J = diag(p) − p pᵀ``, ``p = softmax(z)`` (rows of ``z`` batched).
 
     Equals ``max_{v∈{±1}^T} Σ_i p_i |v_i − p·v| = max_S 4 q_S (1 − q_S)`` with ``q_S = Σ_{i∈S} p_i``
-    (Chapter 3, ``lem-softmax``); computed exactly by enumerating subsets (``T ≤ 16``).
+    (Chapter 3, ``ch03-lem-softmax``); computed exactly by enumerating subsets (``T ≤ 16``).
     """
     z = np.atleast_2d(np.asarray(z, dtype=np.float64))
     T = z.shape[-1]
