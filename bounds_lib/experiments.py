@@ -127,7 +127,7 @@ def single_head_proxies(model: SingleHeadTransformer) -> dict:
 # ----------------------------------------------------------------------------- saving weights
 
 def save_model(model: SingleHeadTransformer, directory, meta: dict | None = None) -> None:
-    """Save a single-head model as a one-head BERT-layout checkpoint that :mod:`bounds_lib.checkpoints` reads.
+    """Save a single-head model as a one-head BERT-layout checkpoint that ``bounds_lib.checkpoints`` reads.
 
     ``directory`` receives ``config.json`` (``model_type = "bert"``, one head of dimension ``N``,
     ``intermediate_size = N``) and ``model.safetensors`` (float64) with, in ``nn.Linear``'s
@@ -165,7 +165,7 @@ def save_model(model: SingleHeadTransformer, directory, meta: dict | None = None
 
 
 def load_model(directory) -> SingleHeadTransformer:
-    """Read a single-head model through the library's checkpoint path (:mod:`bounds_lib.checkpoints`).
+    """Read a single-head model through the library's checkpoint path (``bounds_lib.checkpoints``).
 
     Works for any one-head BERT-layout checkpoint: ``W_QK = QK_{ℓ,0}``, ``W_V = Ṽ_{ℓ,0}`` and
     ``W_M = M_in M_out`` (which needs ``intermediate_size = hidden_size``). Written by :func:`save_model`.
@@ -268,9 +268,14 @@ HYPERPARAMETERS = ("L", "N", "n_train")
 
 
 def proxy_value(row: dict, name: str) -> float:
-    """``log10`` of proxy ``name`` in a results row (the ``p*`` summaries are plain values)."""
+    """``log10`` of proxy ``name`` in a results row (``"mean_p_star"``, the mean ``p*``, is a plain value).
+
+    Besides :data:`PROXY_NAMES`, ``"readout_norm"`` gives ``log10 ‖w‖₂`` of the [CLS] readout.
+    """
     if name == "mean_p_star":
         return float(np.mean([p for a in MATRIX_TYPES for p in row["proxies"]["p_star"][a]]))
+    if name == "readout_norm":
+        return math.log10(row["proxies"]["readout_norm"])
     if name not in row["proxies"]:
         raise KeyError(f"row has no proxy {name!r}; available: {', '.join(PROXY_NAMES)}")
     return float(row["proxies"][name])
