@@ -1,0 +1,183 @@
+"""The ``bounds-lib`` command line: reports, plots, and every bad input of issue 4.
+
+Each bad input must give a non-zero exit, exactly one line on stderr (no traceback unless
+``--debug``) and no report file.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from bounds_lib.cli import main  # noqa: E402
+
+
+def _bert(path, *, L=2, N=16, H=2, F=32, seed=0, init_std=0.02):
+    torch.manual_seed(seed)
+    cfg = transformers.BertConfig(hidden_size=N, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
+                                  vocab_size=30, max_position_embeddings=16, initializer_range=init_std)
+    model = transformers.BertModel(cfg)
+    model.save_pretrained(path)
+    return model
+
+
+def _edit_config(path, **kw):
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(kw)
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+def _rewrite_tensors(path, fn):
+    from safetensors.numpy import load_file, save_file
+
+    f = path / "model.safetensors"
+    t = load_file(f)
+    t = fn(t)
+    save_file(t, f)
+
+
+def _truncate(path):
+    f = path / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+
+
+def _garbage(path):
+    f = path / "model.safetensors"
+    data = bytearray(f.read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    data[8:8 + n] = b"#" * n
+    f.write_bytes(bytes(data))
+
+
+def _nan(path):
+    def fn(t):
+        k = "encoder.layer.1.output.dense.weight"
+        t[k] = t[k].copy()
+        t[k][0, 0] = np.nan
+        t[k][0, 1] = np.inf
+        return t
+    _rewrite_tensors(path, fn)
+
+
+def _missing_tensor(path):
+    def fn(t):
+        del t["encoder.layer.1.attention.self.value.weight"]
+        return t
+    _rewrite_tensors(path, fn)
+
+
+BAD = {
+    # case: (prepare(tmp model dir) -> model argument, expected message fragment)
+    "missing path": (lambda p: str(p / "does-not-exist"), "no such model directory"),
+    "empty directory": (lambda p: (p.mkdir(exist_ok=True), str(p))[1], "is empty"),
+    "no config": (lambda p: (_bert(p), (p / "config.json").unlink(), str(p))[2], "no config.json"),
+    "truncated safetensors": (lambda p: (_bert(p), _truncate(p), str(p))[2], "truncated"),
+    "garbage header": (lambda p: (_bert(p), _garbage(p), str(p))[2], "garbage header"),
+    "nan weights": (lambda p: (_bert(p), _nan(p), str(p))[2], "2 NaN or infinite entries"),
+    "missing layer tensor": (lambda p: (_bert(p), _missing_tensor(p), str(p))[2],
+                             "layer 1 has no 'attention.self.value.weight'"),
+    "heads not dividing": (lambda p: (_bert(p), _edit_config(p, num_attention_heads=3), str(p))[2],
+                           "3 attention heads do not divide the hidden size 16"),
+    "unknown architecture": (lambda p: (_bert(p), _edit_config(p, model_type="bart"), str(p))[2],
+                             "unsupported architecture 'bart'"),
+    "hub id offline": (lambda p: "bounds-lib-tests/never-cached-model", "nor a Hub model in the local cache"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_one_line_no_report(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("BOUNDS_LIB_ALLOW_DOWNLOAD", raising=False)
+    prepare, fragment = BAD[case]
+    model = prepare(tmp_path / "model")
+    out = tmp_path / "out"
+    out.mkdir()
+    capsys.readouterr()  # drop what writing the checkpoint printed
+    rc = main(["analyze", model, "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
+               "--plots", str(out / "plots"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("bounds-lib: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+    assert list(out.iterdir()) == []  # no partial report, no plots folder
+
+
+def test_hub_offline_wins_over_allow_download(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["analyze", "bounds-lib-tests/never-cached-model", "--allow-download", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "HF_HUB_OFFLINE is set" in err and err.count("\n") == 1
+
+
+def test_debug_shows_traceback_in_a_real_process(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "bounds_lib", "analyze", str(tmp_path / "nope")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    r = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0 and "Traceback" in r.stderr and "CheckpointError" in r.stderr
+
+
+def test_usage_error_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["analyze"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", "x", "--logit-scale", "-3"])
+    assert e.value.code == 2
+
+
+def test_output_folder_missing_is_checked_before_work(tmp_path, capsys):
+    _bert(tmp_path / "m")
+    rc = main(["analyze", str(tmp_path / "m"), "--json", str(tmp_path / "no" / "r.json")])
+    assert rc == 1 and "does not exist" in capsys.readouterr().err
+
+
+def test_analyze_writes_reports_and_plots(tmp_path, capsys):
+    _bert(tmp_path / "m", L=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = main(["analyze", str(tmp_path / "m"), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
+               "--plots", str(out / "plots"), "--mode", "paper", "--logit-scale", "inv_sqrt_dh", "--progress"])
+    cap = capsys.readouterr()
+    assert rc == 0
+    assert "B_Edelman" in cap.out and "extension" in cap.out
+    assert "ETA" in cap.err
+    rep = json.loads((out / "r.json").read_text())
+    assert rep["mode"] == "paper" and rep["dtype"] == "float64"
+    assert rep["options"]["logit_scale_value"] == pytest.approx(1 / np.sqrt(8))
+    assert rep["meta"]["versions"]["numpy"] == np.__version__
+    assert "blas" in rep["meta"] and rep["meta"]["mode"] == "paper"
+    assert len(rep["matrices"]) == 3 * (2 * 2 + 2)
+    csv_lines = (out / "r.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == 1 + 3 * 6 and csv_lines[0].startswith("layer,head,kind")
+    pngs = sorted(p.name for p in (out / "plots").iterdir())
+    assert pngs == ["T_ratio.png", "norms.png", "p_star_histogram.png", "prefix_depth.png", "spectral_decay.png"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_scaling_family(tmp_path, capsys):
+    paths = []
+    for L in (1, 2):
+        for N in (8, 16):
+            p = tmp_path / f"L{L}_N{N}"
+            _bert(p, L=L, N=N, H=2, F=2 * N, seed=L * 100 + N)
+            paths.append(str(p))
+    rc = main(["scaling", *paths, "--csv", str(tmp_path / "s.csv"), "--json", str(tmp_path / "s.json"),
+               "--plots", str(tmp_path / "plots"), "--no-progress"])
+    assert rc == 0
+    rows = (tmp_path / "s.csv").read_text().strip().splitlines()
+    assert len(rows) == 5
+    assert (tmp_path / "plots" / "scaling.png").is_file()
+    assert len(json.loads((tmp_path / "s.json").read_text())["models"]) == 4
