@@ -14,7 +14,7 @@ export HF_DATASETS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility
+.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student pdf pdf-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,3 +78,21 @@ reproducibility: $(STAMP)
 	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_a
 	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_b
 	$(PY) tests/compare_executed_outputs.py /tmp/bounds_repro_a/_build /tmp/bounds_repro_b/_build
+
+## Launchable notebooks for Colab/Binder (what the Pages workflow pushes to the `notebooks` branch):
+## _build/launch/notebooks/chXX.ipynb (executed copies when the book was built) + binder/postBuild.
+notebooks: $(STAMP)
+	$(PY) book/tools/make_notebooks.py launch --out _build/launch
+
+## Student edition: every chapter as a notebook without outputs and without solutions, in _build/student.
+student: $(STAMP)
+	$(PY) book/tools/make_notebooks.py student --out _build/student
+
+## PDF of the book (XeLaTeX): _build/latex/book.pdf. Needs a TeX toolchain: `make pdf-deps` (Debian, ~120 MB).
+pdf: $(STAMP)
+	$(JB) build . --builder pdflatex $(STRICT)
+	@echo "PDF: $(CURDIR)/_build/latex/book.pdf"
+
+pdf-deps:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  texlive-latex-extra texlive-xetex texlive-fonts-recommended latexmk fonts-freefont-otf tex-gyre

@@ -11,6 +11,8 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   "run it yourself" install cell (never executed by the build).
 * **Local search.** Search-result snippets are turned off only when the book is opened from
   ``file://`` (they need ``fetch``, which browsers refuse there); the web site keeps them.
+* **PDF.** The MathJax macros of ``_config.yml`` are added to the LaTeX preamble, so ``make pdf``
+  typesets the same formulas.
 * **Console hygiene.** jupyter-book 1.0 registers sphinx-thebe's inline config script twice
   (``Identifier 'THEBE_JS_URL' has already been declared`` on every page) and the theme logs
   ``Got invalid theme mode`` when no default mode is set; both are fixed per page here. The
@@ -81,8 +83,38 @@ _SEARCH_SUMMARY_JS = (
 )
 
 
+def latex_macros(mathjax3_config) -> str:
+    """LaTeX preamble lines defining the book's MathJax macros (one source: ``_config.yml``)."""
+    macros = ((mathjax3_config or {}).get("tex") or {}).get("macros") or {}
+    lines = []
+    for name, body in macros.items():
+        nargs, body = (body[1], body[0]) if isinstance(body, (list, tuple)) else (0, body)
+        args = f"[{nargs}]" if nargs else ""
+        # MathJax accepts `L_\cL`; LaTeX needs the body as one group (operator names keep spacing).
+        if not body.startswith("\\operatorname"):
+            body = "{" + body + "}"
+        lines.append(f"\\providecommand{{\\{name}}}{{}}\\renewcommand{{\\{name}}}{args}{{{body}}}")
+    # Formulas in headings also go into PDF bookmarks, where unicode-math's Greek letters
+    # (\mitvarphi, ...) are an error: spell the letters as Unicode text there.
+    greek = "alpha beta gamma delta epsilon varepsilon zeta eta theta kappa lambda mu nu xi pi rho sigma tau phi varphi chi psi omega Gamma Delta Theta Lambda Pi Sigma Phi Psi Omega".split()
+    chars = "αβγδϵεζηθκλμνξπρστϕφχψωΓΔΘΛΠΣΦΨΩ"
+    defs = "".join(f"\\def\\{g}{{{c}}}" for g, c in zip(greek, chars))
+    lines.append(f"\\AtBeginDocument{{\\pdfstringdefDisableCommands{{{defs}}}}}")
+    return "\n".join(lines)
+
+
+def _config_inited(app, config):
+    # The PDF (make pdf) needs the same macros as MathJax.
+    preamble = latex_macros(config.mathjax3_config)
+    if preamble:
+        elements = dict(config.latex_elements or {})
+        elements["preamble"] = elements.get("preamble", "") + "\n% book macros (book_reader)\n" + preamble + "\n"
+        config.latex_elements = elements
+
+
 def setup(app):
     app.add_config_value("launch_notebooks_branch", "notebooks", "html")
+    app.connect("config-inited", _config_inited)
     app.add_js_file(None, body=_SEARCH_SUMMARY_JS, priority=210)
     # After sphinx-book-theme's add_launch_buttons (priority 501), which copies the .ipynb.
     app.connect("html-page-context", _page_context, priority=502)
