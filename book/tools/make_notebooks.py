@@ -7,7 +7,7 @@ The chapters live in ``notebooks/*.md`` (jupytext MyST). Nothing here is committ
   branch, which the book's Colab and Binder buttons open. ``notebooks/chXX_*.ipynb`` (executed
   copies from ``_build/jupyter_execute`` when the book was built, else converted from the ``.md``),
   each with a first "run it yourself" cell that installs ``bounds_lib`` where it is missing, plus
-  ``binder/postBuild`` so Binder installs the pinned library.
+  ``binder/postBuild`` and ``binder/runtime.txt`` so Binder installs the pinned library on Python 3.11.
 * ``student`` -> ``_build/student``: notebooks without outputs and with every solution removed
   (sphinx-exercise gated ``solution-start``/``solution-end`` blocks, ``{solution}`` directives, and
   cells tagged ``solution``), each with the install cell.
@@ -278,7 +278,8 @@ def chapters(src: Path = ROOT / "notebooks") -> list[Path]:
 BINDER_POSTBUILD = """#!/bin/bash
 # Binder (repo2docker) runs this once when it builds the image of the `notebooks` branch.
 set -euo pipefail
-pip install --no-cache-dir -c constraints.txt -e '.[book]'
+# torch==...+cpu (constraints.txt) comes from PyTorch's CPU index, which also keeps the image small.
+pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt -e '.[book]'
 """
 
 
@@ -298,6 +299,7 @@ def build_launch(out: Path, executed: Path | None) -> list[Path]:
     post = out / "binder" / "postBuild"
     post.write_text(BINDER_POSTBUILD)
     post.chmod(0o755)
+    (out / "binder" / "runtime.txt").write_text("python-3.11\n")
     return written
 
 
