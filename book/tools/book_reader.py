@@ -13,6 +13,8 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   ``file://`` (they need ``fetch``, which browsers refuse there); the web site keeps them.
 * **PDF.** The MathJax macros of ``_config.yml`` are added to the LaTeX preamble, so ``make pdf``
   typesets the same formulas.
+* **Layout.** ``book/_static/reader.css`` (hidden duplicate top navbar, smaller headings on
+  phones, horizontally scrolling wide formulas and tables).
 * **Console hygiene.** jupyter-book 1.0 registers sphinx-thebe's inline config script twice
   (``Identifier 'THEBE_JS_URL' has already been declared`` on every page) and the theme logs
   ``Got invalid theme mode`` when no default mode is set; both are fixed per page here. The
@@ -103,7 +105,13 @@ def latex_macros(mathjax3_config) -> str:
     return "\n".join(lines)
 
 
+STATIC = Path(__file__).resolve().parents[1] / "_static"  # book/_static
+
+
 def _config_inited(app, config):
+    # book/_static/reader.css: fixes found on desktop and phone screenshots.
+    if STATIC.is_dir() and str(STATIC) not in map(str, config.html_static_path):
+        config.html_static_path = [*config.html_static_path, str(STATIC)]
     # The PDF (make pdf) needs the same macros as MathJax.
     preamble = latex_macros(config.mathjax3_config)
     if preamble:
@@ -115,6 +123,7 @@ def _config_inited(app, config):
 def setup(app):
     app.add_config_value("launch_notebooks_branch", "notebooks", "html")
     app.connect("config-inited", _config_inited)
+    app.add_css_file("reader.css")
     app.add_js_file(None, body=_SEARCH_SUMMARY_JS, priority=210)
     # After sphinx-book-theme's add_launch_buttons (priority 501), which copies the .ipynb.
     app.connect("html-page-context", _page_context, priority=502)
