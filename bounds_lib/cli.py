@@ -104,6 +104,7 @@ def run_metadata(args, extra=None) -> dict:
         "dtype": args.dtype,
         "mode": args.mode,
         "logit_scale": args.logit_scale,
+        "entrywise_11_norms_of_heads": args.entrywise,
     }
     meta.update(extra or {})
     return meta
@@ -144,7 +145,8 @@ def format_table(report) -> str:
               f"  B_ours (Σ T* + √L, released)        {_fmt(report.log_B_ours_sum)}",
               f"  B_ours (√Σ T*² + √L)                {_fmt(report.log_B_ours_rss)}",
               f"  B_Edelman ((2,1) norms, released)   {_fmt(report.log_B_edelman)}",
-              f"  B_Edelman with (1,1) norms [extension, not released]  {_fmt(report.log_B_edelman_11)}",
+              f"  B_Edelman with (1,1) norms [extension, not released]  "
+              f"{_fmt(report.log_B_edelman_11) if math.isfinite(report.log_B_edelman_11) else 'not computed (--no-entrywise)'}",
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
               "(T(W;0) = √(rank·N): a rank count)"]
     return "\n".join(lines)
@@ -207,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", type=Path, help="write the full report as JSON (atomically)")
         sp.add_argument("--csv", type=Path, help="write one row per matrix (analyze) or per model (scaling)")
         sp.add_argument("--plots", type=Path, help="write the figures as PNG files into this folder")
+        sp.add_argument("--threads", type=int, default=1,
+                        help="BLAS threads (default 1: the matrices are small, and threaded BLAS on a busy "
+                             "machine can be many times slower; 0 leaves the BLAS default)")
+        sp.add_argument("--no-entrywise", dest="entrywise", action="store_false",
+                        help="skip the (1,1) norms of the head products (they need the explicit N×N products; "
+                             "the (1,1) extension of B_Edelman is then not reported)")
         sp.add_argument("--allow-download", action="store_true",
                         help="download Hub models missing from the local cache (unless HF_HUB_OFFLINE is set)")
         g = sp.add_mutually_exclusive_group()
@@ -241,6 +249,8 @@ def _check_outputs(args):
         raise _UserError(f"--plots {args.plots}: exists and is not a folder")
     if args.layers is not None and args.layers < 1:
         raise _UserError(f"--layers must be >= 1, got {args.layers}")
+    if args.threads < 0:
+        raise _UserError(f"--threads must be >= 0, got {args.threads}")
 
 
 def _write_plots(folder: Path, figures: dict):
@@ -270,7 +280,7 @@ def _analyze_one(model, args, label=None):
     bar = ProgressBar(label or "spectra", enabled=show)
     t0 = time.perf_counter()
     sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, layers=args.layers, progress=bar,
-                         allow_download=True if args.allow_download else None)
+                         entrywise=args.entrywise, allow_download=True if args.allow_download else None)
     t1 = time.perf_counter()
     opts = ScoringOptions(logit_scale=args.logit_scale, gamma_L_phi=args.gamma_lphi)
     rep = score(sp, opts)
@@ -348,7 +358,15 @@ def main(argv=None) -> int:
     args.argv = argv
     try:
         _check_outputs(args)
-        return _cmd_analyze(args) if args.command == "analyze" else _cmd_scaling(args)
+        run = _cmd_analyze if args.command == "analyze" else _cmd_scaling
+        if args.threads == 0:
+            return run(args)
+        import numpy  # noqa: F401  (load the BLAS libraries first: threadpoolctl limits loaded ones only)
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(args.threads):
+            return run(args)
     except KeyboardInterrupt:
         if args.debug:
             raise

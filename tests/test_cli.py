@@ -181,3 +181,15 @@ def test_scaling_family(tmp_path, capsys):
     assert len(rows) == 5
     assert (tmp_path / "plots" / "scaling.png").is_file()
     assert len(json.loads((tmp_path / "s.json").read_text())["models"]) == 4
+
+
+def test_no_entrywise_and_threads(tmp_path, capsys):
+    _bert(tmp_path / "m")
+    rc = main(["analyze", str(tmp_path / "m"), "--no-entrywise", "--threads", "2", "--json", str(tmp_path / "r.json"),
+               "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "not computed (--no-entrywise)" in out
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["summary"]["B_edelman_11_extension"]["log10"] is None
+    assert rep["meta"]["entrywise_11_norms_of_heads"] is False
+    assert main(["analyze", str(tmp_path / "m"), "--threads", "-1"]) == 1

