@@ -73,9 +73,9 @@ __all__ = [
     "figure_scaling",
 ]
 
-#: Matrix types, in the order of the paper: per-head ``QK``, per-head ``Ṽ`` ("V"), ``M_in``, ``M_out``.
+#: Matrix types in the order of the paper — per-head ``QK``, per-head ``Ṽ`` ("V"), ``M_in``, ``M_out``.
 KINDS = ("QK", "V", "M_in", "M_out")
-#: Spectra conventions: ``"clean"`` (QR cores, exact zeros) and ``"paper"`` (explicit N×N, released).
+#: Spectra conventions — ``"clean"`` (QR cores, exact zeros) and ``"paper"`` (explicit N×N, released).
 MODES = ("clean", "paper")
 
 
