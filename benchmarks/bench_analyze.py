@@ -108,15 +108,20 @@ def run(cmd, env):
     return dt, r.stdout
 
 
-def whole_process(repeats, ww_repeats):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+def whole_process(repeats, ww_repeats, pin_threads=True):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    if pin_threads:
+        env.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     exe = os.path.join(os.path.dirname(sys.executable), "bounds-lib")
     ours_cmd = [exe, "analyze", MODEL, "--quiet", "--no-progress"]
     run(ours_cmd, env)  # warm-up
     ours = [run(ours_cmd, env)[0] for _ in range(repeats)]
     o = statistics.median(ours)
-    print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default is one BLAS thread)")
+    if pin_threads:
+        print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default is one BLAS thread)")
+    else:
+        print("whole process, each tool with its default threading (bounds-lib: one BLAS thread; WeightWatcher: "
+              "the libraries' defaults on this machine)")
     print(f"  bounds-lib analyze                                  {o:8.3f} s (median of {repeats})")
     if importlib.util.find_spec("weightwatcher") is None:
         print("  WeightWatcher not installed: pip install -c constraints.txt -e '.[bench]'  (comparison skipped)")
@@ -139,12 +144,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ww-repeats", type=int, default=1)
     ap.add_argument("--skip-process", action="store_true")
+    ap.add_argument("--also-default-threads", action="store_true",
+                    help="repeat the whole-process comparison without pinning the thread variables")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, scipy {scipy.__version__}, "
           f"CPUs {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
     in_process(args.repeats)
     if not args.skip_process:
         whole_process(args.repeats, args.ww_repeats)
+        if args.also_default_threads:
+            whole_process(args.repeats, args.ww_repeats, pin_threads=False)
 
 
 if __name__ == "__main__":

@@ -193,3 +193,34 @@ def test_no_entrywise_and_threads(tmp_path, capsys):
     assert rep["summary"]["B_edelman_11_extension"]["log10"] is None
     assert rep["meta"]["entrywise_11_norms_of_heads"] is False
     assert main(["analyze", str(tmp_path / "m"), "--threads", "-1"]) == 1
+
+
+def _fake_hub_cache(cache, repo_id, L, N, H):
+    """Lay out a Hugging Face cache entry (refs/main → snapshots/<rev>/) holding a tiny random BERT."""
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    base = cache / ("models--" + repo_id.replace("/", "--"))
+    snap = base / "snapshots" / rev
+    snap.mkdir(parents=True)
+    (base / "refs").mkdir()
+    (base / "refs" / "main").write_text(rev)
+    _bert(snap, L=L, N=N, H=H, F=4 * N, seed=L * 1000 + N)
+
+
+def test_hub_ids_resolve_through_the_local_cache_offline(tmp_path):
+    cache = tmp_path / "hub"
+    ids = []
+    for L in (2, 4):
+        rid = f"google/bert_uncased_L-{L}_H-128_A-2"
+        _fake_hub_cache(cache, rid, L, 128, 2)
+        ids.append(rid)
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    env.pop("BOUNDS_LIB_ALLOW_DOWNLOAD", None)
+    r = subprocess.run([sys.executable, "-m", "bounds_lib", "scaling", *ids, "--csv", str(tmp_path / "s.csv"),
+                        "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = (tmp_path / "s.csv").read_text().strip().splitlines()
+    assert len(rows) == 3 and rows[1].startswith(ids[0]) and ",2,128," in rows[1] and ",4,128," in rows[2]
+    # one id missing from the cache: a clear error, nothing written
+    r = subprocess.run([sys.executable, "-m", "bounds_lib", "scaling", ids[0], "google/bert_uncased_L-6_H-128_A-2",
+                        "--csv", str(tmp_path / "t.csv")], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1 and "L-6_H-128" in r.stderr and not (tmp_path / "t.csv").exists()
