@@ -361,9 +361,9 @@ def main(argv=None) -> int:
         run = _cmd_analyze if args.command == "analyze" else _cmd_scaling
         if args.threads == 0:
             return run(args)
-        import numpy  # noqa: F401  (load the BLAS libraries first: threadpoolctl limits loaded ones only)
-        import scipy.linalg  # noqa: F401
         from threadpoolctl import threadpool_limits
+
+        from . import proxies  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
 
         with threadpool_limits(args.threads):
             return run(args)
