@@ -27,6 +27,7 @@ __all__ = [
     "rank_threshold",
     "numerical_rank",
     "schatten_power",
+    "schatten_powers",
     "schatten_quasinorm",
     "spectral_norm",
     "frobenius_norm",
@@ -118,6 +119,26 @@ def schatten_power(sigma, p) -> float:
     if p == 0.0:
         return float(numerical_rank(s))
     return float(np.sum(s**p))
+
+
+def schatten_powers(sigma, ps) -> np.ndarray:
+    """:func:`schatten_power` for every ``p`` in ``ps`` at once (one validation, one power table).
+
+    Returns ``[S_p for p in ps]``; used for the post hoc grid, where it avoids re-validating and
+    re-sorting ``σ`` at every grid point.
+    """
+    s = validate_sigma(sigma)
+    p = np.asarray(ps, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"ps must be a 1-D array of Schatten indices, got shape {p.shape}")
+    if np.any(np.isnan(p)) or np.any((p < 0) | (p > 2)):
+        raise ValueError("every p must lie in [0, 2] (Schatten indices of the paper)")
+    out = np.empty(p.size)
+    zero = p == 0
+    out[zero] = numerical_rank(s)
+    nz = s[s > 0]
+    out[~zero] = np.sum(np.power.outer(nz, p[~zero]), axis=0) if nz.size else 0.0
+    return out
 
 
 def schatten_quasinorm(sigma, p) -> float:

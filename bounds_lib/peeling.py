@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .norms import schatten_power, validate_p, validate_sigma
+from .norms import schatten_powers, validate_p, validate_sigma
 
 __all__ = [
     "PosthocChoice",
@@ -102,7 +102,7 @@ class PosthocChoice:
 def posthoc_choice(sigma, log_K, N, grid):
     """Evaluate ``log T(W;p)`` on ``grid`` from the singular values ``sigma``; ``p*`` = first argmin.
 
-    ``S_p`` is :func:`bounds_lib.norms.schatten_power` of exactly the ``sigma`` given: pass all
+    ``S_p`` is :func:`bounds_lib.norms.schatten_powers` of exactly the ``sigma`` given: pass all
     singular values for the released ("paper") convention, or drop numerical zeros ("clean").
     """
     s = validate_sigma(sigma)
@@ -111,7 +111,7 @@ def posthoc_choice(sigma, log_K, N, grid):
         raise ValueError("grid must be a non-empty 1-D array of p values in [0, 2]")
     log_K = _finite_real(log_K, "log_K")
     with np.errstate(divide="ignore"):
-        log_S = np.log([schatten_power(s, float(p)) for p in g])
+        log_S = np.log(schatten_powers(s, g))
     lt = np.asarray(log_term(log_S, g, log_K, N), dtype=np.float64)
     i = int(np.argmin(lt))
     return PosthocChoice(grid=g.copy(), log_T=lt, p_star=float(g[i]), log_T_star=float(lt[i]))

@@ -38,7 +38,7 @@ from scipy.special import logsumexp
 
 from .checkpoints import ArchitectureSpec, LayerWeights, detect_architecture, iter_layers, open_checkpoint
 from .norms import RANK_RTOL, numerical_rank
-from .peeling import PosthocChoice, aggregate_rss, aggregate_sum, log_term, posthoc_choice, posthoc_grid
+from .peeling import aggregate_rss, aggregate_sum, posthoc_choice, posthoc_grid
 from .propagation import (
     LPHI_GELU_RELEASED,
     SOFTMAX_LINF_L1_RELEASED,
@@ -61,7 +61,6 @@ __all__ = [
     "MatrixScore",
     "BoundReport",
     "score",
-    "posthoc_choice_fast",
     "analyze",
     "log10_or_value",
     "KIND_LABELS",
@@ -489,27 +488,6 @@ class BoundReport:
         }
 
 
-def posthoc_choice_fast(sigma: np.ndarray, log_K: float, N: int, grid: np.ndarray) -> PosthocChoice:
-    """:func:`bounds_lib.peeling.posthoc_choice` with ``S_p`` evaluated for the whole grid at once.
-
-    Same definition — ``S_p = Σ_i σ_i^p`` over the given values for ``p > 0``, the numerical rank
-    (:func:`bounds_lib.norms.numerical_rank`) at ``p = 0``, ``log T`` from
-    :func:`bounds_lib.peeling.log_term`, ``p*`` the first argmin — without re-validating and re-sorting
-    ``σ`` for every grid point (``sigma`` must already be a valid descending spectrum, as in a
-    :class:`MatrixSpectrum`). ``tests/test_proxies.py`` checks it against ``posthoc_choice`` on every
-    matrix of a real model.
-    """
-    pos = grid > 0
-    with np.errstate(divide="ignore"):
-        log_S = np.empty(grid.size)
-        log_S[~pos] = np.log(numerical_rank(sigma))
-        s = sigma[sigma > 0]
-        log_S[pos] = np.log(np.sum(np.power.outer(s, grid[pos]), axis=0)) if s.size else -np.inf
-    lt = np.asarray(log_term(log_S, grid, log_K, N), dtype=np.float64)
-    i = int(np.argmin(lt))
-    return PosthocChoice(grid=grid.copy(), log_T=lt, p_star=float(grid[i]), log_T_star=float(lt[i]))
-
-
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
     """All proxies of NOTES.md §5 from precomputed spectra (no SVD here).
 
@@ -562,7 +540,7 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
             # so dropping them changes no number — only the time spent on them
             k = max(1, int(np.count_nonzero(sig)))
             sig = sig[:k]
-        choice = posthoc_choice_fast(sig, lK, N, grid)
+        choice = posthoc_choice(sig, lK, N, grid)
         scores.append(MatrixScore(m.layer, m.head, m.kind, m.shape, m.sigma1, m.rank, m.frobenius, m.nuclear,
                                   m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.kind][idx]),
                                   float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T))

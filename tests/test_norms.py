@@ -122,6 +122,13 @@ def test_schatten_between_rank_and_spectral(W, p):
     assert norms.schatten_power(kept, p) <= kept.size * kept[0] ** p * (1 + 1e-9)
 
 
+@given(matrices(), st.lists(st.floats(0, 2), min_size=1, max_size=9))
+def test_schatten_powers_equals_pointwise(W, ps):
+    s = norms.singular_values(W)
+    ps = [0.0] + ps
+    np.testing.assert_allclose(norms.schatten_powers(s, ps), [norms.schatten_power(s, p) for p in ps], rtol=1e-12)
+
+
 @given(matrices(), st.floats(-5, 5).filter(lambda c: abs(c) > 1e-3))
 def test_homogeneity(W, c):
     s, sc = norms.singular_values(W), norms.singular_values(c * W)
@@ -152,6 +159,13 @@ def test_bad_matrices_rejected(bad, fragment):
 def test_bad_p_rejected(p):
     with pytest.raises(ValueError, match=r"\[0, 2\]"):
         norms.schatten_power([1.0, 0.5], p)
+
+
+def test_bad_grid_rejected():
+    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+        norms.schatten_powers([1.0], [0.5, 2.5])
+    with pytest.raises(ValueError, match="1-D"):
+        norms.schatten_powers([1.0], [[0.5]])
 
 
 def test_bad_sigma_rejected():
