@@ -190,7 +190,7 @@ def load_model(directory) -> SingleHeadTransformer:
 
 #: The full grid of the committed results (sized to run in ≲ 20 min on one CPU core).
 FULL_GRID = dict(depths=(1, 2, 4, 8), widths=(16, 32, 64, 128), n_trains=(64, 256, 1024),
-                 random_label_n=(256,), kind="parity", T=16, s=3, steps=200, lr=3e-3, n_test=4096,
+                 random_label_n=(256, 1024), kind="parity", T=16, s=3, steps=200, lr=3e-3, n_test=4096,
                  seed=0)
 #: A tiny grid with the same format (seconds), used by the tests.
 SMALL_GRID = dict(depths=(1, 2), widths=(8, 16), n_trains=(32,), random_label_n=(32,), kind="parity",
@@ -244,21 +244,42 @@ def _metadata(spec, argv, seconds):
             "proxies": list(PROXY_NAMES), "proxy_units": "log10"}
 
 
-def run_grid(spec: dict, weights_dir=None, argv=(), log=None) -> dict:
-    """Run every config of ``spec`` (one torch thread) and return ``{"metadata", "rows"}``."""
+def _config_key(config: dict) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None) -> dict:
+    """Run every config of ``spec`` (one torch thread) and return ``{"metadata", "rows"}``.
+
+    ``reuse``: an earlier results dict; rows whose config matches exactly are copied instead of
+    retrained (training is deterministic, so a retrained row would be identical — a test checks
+    this on a committed row). Their training time still counts in ``total_seconds``.
+    """
     import torch
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    rows = []
+    old = {}
+    for r in (reuse or {}).get("rows", []):
+        old[_config_key(r["config"])] = {k: v for k, v in r.items() if k != "weights_file"}
+    rows, reused, reused_seconds = [], 0, 0.0
     for i, cfg in enumerate(grid_configs(spec)):
+        key = _config_key(asdict(cfg))
+        if key in old and weights_dir is None:
+            rows.append(old[key])
+            reused += 1
+            reused_seconds += old[key]["seconds"]
+            continue
         rows.append(run_config(cfg, weights_dir))
         if log is not None:
             r = rows[-1]
             print(f"[{i + 1}] L={cfg.L} N={cfg.N} n={cfg.n_train} rand={cfg.random_labels} "
                   f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f} "
                   f"{r['seconds']:.1f}s", file=log, flush=True)
-    return {"metadata": _metadata(spec, list(argv), time.perf_counter() - t0), "rows": rows}
+    meta = _metadata(spec, list(argv), time.perf_counter() - t0 + reused_seconds)
+    meta["reused_rows"] = reused
+    meta["training_seconds_sum"] = float(sum(r["seconds"] for r in rows))
+    return {"metadata": meta, "rows": rows}
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -295,23 +316,32 @@ def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPAR
     """Kendall ``τ`` between a measure and the gap, overall and per hyperparameter (Jiang et al. 2020).
 
     ``measure(row) -> float``. ``overall`` is ``τ`` over all rows; for each hyperparameter ``h``,
-    ``ψ_h`` is the mean over groups of rows that agree on every *other* hyperparameter of ``τ`` within
-    the group (groups where ``τ`` is undefined are skipped); ``Psi`` is the mean of the defined ``ψ_h``.
+    ``ψ_h`` (key ``h``) is the mean over groups of rows that agree on every *other* hyperparameter of
+    ``τ`` within the group; ``Psi`` is the mean of the defined ``ψ_h``. A group whose gap is constant
+    is skipped; a measure that is constant within a group while the gap varies ranks nothing and
+    scores ``τ = 0`` there (as in Jiang et al.'s count of concordant minus discordant pairs).
+    ``groups_h`` is the number of groups that entered ``ψ_h``.
     """
     rows = list(rows)
     m = np.array([measure(r) for r in rows])
     g = np.array([r[target] for r in rows])
     out = {"overall": kendall_tau(m, g)}
+    counts = {}
     for h in hypers:
         others = [k for k in hypers if k != h]
         groups = {}
         for i, r in enumerate(rows):
             groups.setdefault(tuple(r["config"][k] for k in others), []).append(i)
-        taus = [kendall_tau(m[idx], g[idx]) for idx in groups.values() if len(idx) > 1]
-        taus = [t for t in taus if np.isfinite(t)]
+        taus = []
+        for idx in groups.values():
+            if len(idx) < 2 or np.ptp(g[idx]) == 0:
+                continue
+            taus.append(0.0 if np.ptp(m[idx]) == 0 else kendall_tau(m[idx], g[idx]))
         out[h] = float(np.mean(taus)) if taus else float("nan")
+        counts[f"groups_{h}"] = len(taus)
     defined = [out[h] for h in hypers if np.isfinite(out[h])]
     out["Psi"] = float(np.mean(defined)) if defined else float("nan")
+    out.update(counts)
     return out
 
 
@@ -335,15 +365,27 @@ def scaling_slopes(rows, name: str, along: str, hypers=HYPERPARAMETERS) -> float
 
 
 def main(argv=None) -> int:
-    """Command line: ``python -m bounds_lib.experiments --out FILE [--small] [--weights-dir DIR]``."""
+    """Command line: ``python -m bounds_lib.experiments --out FILE [--small] [--weights-dir DIR] [--reuse FILE]``."""
     ap = argparse.ArgumentParser(prog="python -m bounds_lib.experiments", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="results JSON file to write")
     ap.add_argument("--small", action="store_true", help="tiny grid with the same format (seconds)")
-    ap.add_argument("--weights-dir", default=None, help="also save every trained model here (one checkpoint directory each, see save_model)")
+    ap.add_argument("--weights-dir", default=None,
+                    help="also save every trained model here (one checkpoint directory each, see save_model)")
+    ap.add_argument("--reuse", default=None, nargs="+",
+                    help="earlier results file(s): copy rows with identical configs instead of retraining")
+    ap.add_argument("--note", default=None, help="free text stored as metadata['note'] (provenance)")
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     spec = SMALL_GRID if args.small else FULL_GRID
-    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr)
+    reuse = None
+    if args.reuse:
+        reuse = {"rows": []}
+        for path in args.reuse:
+            with open(path) as f:
+                reuse["rows"] += json.load(f)["rows"]
+    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse)
+    if args.note:
+        result["metadata"]["note"] = args.note
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")

@@ -79,7 +79,7 @@ def test_checkpoint_reader_rejects_multihead(tmp_path):
 
 
 def _structure(d):
-    return {"metadata": sorted(d["metadata"]), "row": sorted(d["rows"][0]),
+    return {"metadata": sorted(k for k in d["metadata"] if k != "note"), "row": sorted(d["rows"][0]),
             "proxies": sorted(d["rows"][0]["proxies"]), "config": sorted(d["rows"][0]["config"])}
 
 
@@ -127,10 +127,15 @@ def _rows(gap):
 def test_granulated_kendall_closed_form():
     from bounds_lib.experiments import granulated_kendall, proxy_value
 
+    keys = ("overall", "L", "N", "n_train", "Psi")
     perfect = granulated_kendall(_rows(lambda L, N, n: L * N / n), lambda r: proxy_value(r, "B_ours_sum"))
-    assert all(math.isclose(v, 1.0) for v in perfect.values())
+    assert all(math.isclose(perfect[k], 1.0) for k in keys)
+    assert (perfect["groups_L"], perfect["groups_N"], perfect["groups_n_train"]) == (6, 4, 6)
     reverse = granulated_kendall(_rows(lambda L, N, n: -L * N / n), lambda r: proxy_value(r, "B_ours_sum"))
-    assert all(math.isclose(v, -1.0) for v in reverse.values())
+    assert all(math.isclose(reverse[k], -1.0) for k in keys)
+    # a measure blind to n (the parameter count) ranks nothing within a group that varies n: τ = 0
+    blind = granulated_kendall(_rows(lambda L, N, n: L * N / n), lambda r: math.log10(r["config"]["L"] * r["config"]["N"]))
+    assert blind["n_train"] == 0.0 and blind["groups_n_train"] == 6 and math.isclose(blind["L"], 1.0)
     # a gap that depends on n only: within-depth and within-width groups the gap is constant (τ undefined)
     only_n = granulated_kendall(_rows(lambda L, N, n: 1.0 / n), lambda r: proxy_value(r, "B_ours_sum"))
     assert math.isnan(only_n["L"]) and math.isnan(only_n["N"]) and math.isclose(only_n["n_train"], 1.0)
@@ -144,3 +149,12 @@ def test_scaling_slopes_closed_form():
     assert math.isclose(scaling_slopes(rows, "B_ours_sum", "N"), 1.0)
     assert math.isclose(scaling_slopes(rows, "B_ours_sum", "L"), 1.0)
     assert math.isclose(scaling_slopes(rows, "B_ours_sum", "n_train"), -1.0)
+
+
+def test_reuse_copies_identical_rows(tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    main(["--out", str(first), "--small"])
+    main(["--out", str(second), "--small", "--reuse", str(first)])
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert b["metadata"]["reused_rows"] == len(a["rows"]) and a["metadata"]["reused_rows"] == 0
+    assert a["rows"] == b["rows"]
