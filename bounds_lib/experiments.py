@@ -4,7 +4,10 @@ One documented command produces the committed results file::
 
     python -m bounds_lib.experiments --out notebooks/data/trained_grid.json
 
-and ``--small`` runs a tiny grid with the same format in seconds (the test does that). Each row
+and ``--small`` runs a tiny grid with the same format in seconds (the test does that). ``--reuse FILE…``
+copies rows whose configuration is already in earlier results files instead of retraining them
+(training is deterministic, so this changes no number), ``--weights-dir DIR`` also saves every model
+as a checkpoint (:func:`save_model`), ``--note TEXT`` stores provenance in the metadata. Each row
 holds the training configuration, the measured train/test loss and 0-1 error (test on a large fresh
 sample) with the gap ``test − train``, and the proxies of :func:`single_head_proxies` computed on the
 trained weights. The file also records the command, seeds, library versions and run time.
@@ -188,7 +191,8 @@ def load_model(directory) -> SingleHeadTransformer:
 
 # ----------------------------------------------------------------------------- the grid
 
-#: The full grid of the committed results (sized to run in ≲ 20 min on one CPU core).
+#: The full grid of the committed results: 80 models. Summed training time 46 min measured on a shared
+#: 2-core machine (one torch thread per process, other jobs running); the larger models dominate.
 FULL_GRID = dict(depths=(1, 2, 4, 8), widths=(16, 32, 64, 128), n_trains=(64, 256, 1024),
                  random_label_n=(256, 1024), kind="parity", T=16, s=3, steps=200, lr=3e-3, n_test=4096,
                  seed=0)
