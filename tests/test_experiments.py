@@ -158,3 +158,31 @@ def test_reuse_copies_identical_rows(tmp_path):
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     assert b["metadata"]["reused_rows"] == len(a["rows"]) and a["metadata"]["reused_rows"] == 0
     assert a["rows"] == b["rows"]
+
+
+def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
+    """bounds_lib.proxies.analyze (the BERT path of Chapter 6) on the saved one-head checkpoint.
+
+    The checkpoint stores M_in = I, so per-matrix T* and p* of QK, Ṽ = W_V and M_out = W_M must equal
+    the single-head ones, and B_ours (sum) must equal ours once the identity M_in terms are removed.
+    """
+    from scipy.special import logsumexp
+
+    from bounds_lib.proxies import analyze
+
+    torch.set_num_threads(1)
+    model = train(TrainConfig(L=3, N=8, n_train=32, T=8, s=3, steps=10, n_test=64, seed=2)).model
+    save_model(model, tmp_path / "ck")
+    rep = analyze(str(tmp_path / "ck"), mode="paper")
+    ours = single_head_proxies(model)
+    kind_of = {"QK": "QK", "V": "V", "M_out": "M"}
+    for m in rep.matrices:
+        if m.kind == "M_in":
+            assert m.sigma1 == 1.0
+            continue
+        a = kind_of[m.kind]
+        assert m.p_star == ours["p_star"][a][m.layer]
+        assert math.isclose(m.log_T_star / math.log(10), ours["log10_T_star"][a][m.layer], rel_tol=1e-12)
+    log_T = [m.log_T_star for m in rep.matrices if m.kind != "M_in"]
+    ours_sum = float(np.logaddexp(logsumexp(log_T), 0.5 * math.log(model.L))) / math.log(10)
+    assert math.isclose(ours_sum, ours["B_ours_sum"], rel_tol=1e-12)
