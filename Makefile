@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
+# Progress bars in executed cells would be saved as ipywidgets (CDN scripts in the offline pages).
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 

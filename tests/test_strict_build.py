@@ -42,6 +42,9 @@ def build(tmp_path, body):
     (tmp_path / "book").mkdir()
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
     shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
+    for folder in ("tools", "_static"):  # local Sphinx extensions and static files named in _config.yml
+        if (ROOT / "book" / folder).is_dir():
+            shutil.copytree(ROOT / "book" / folder, tmp_path / "book" / folder)
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (tmp_path / "page.md").write_text(HEADER + body)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
