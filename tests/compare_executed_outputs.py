@@ -2,9 +2,10 @@
 
 Usage: python tests/compare_executed_outputs.py BUILD_A BUILD_B
 
-Every notebook under ``BUILD_A/jupyter_execute`` is matched with its twin in ``BUILD_B``; the text
-outputs (streams, ``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell
-must be identical. Images are compared by their decoded pixels' hash. Exit status 1 on any
+Every executed notebook of ``BUILD_A`` is matched with its twin in ``BUILD_B`` — the rendered copies
+under ``jupyter_execute/`` and the full executions in ``.jupyter_cache/executed/`` (which also keep
+the glued values, stripped from the rendered copies) — and the text outputs (streams,
+``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell must be identical. Images are compared by their decoded pixels' hash. Exit status 1 on any
 difference, with the notebook, cell and first differing line printed.
 """
 from __future__ import annotations
@@ -30,8 +31,8 @@ def cell_outputs(nb_path: Path) -> list[list[str]]:
                 items.append(out["name"] + ":" + "".join(out["text"]))
             elif out["output_type"] in ("execute_result", "display_data"):
                 data = out.get("data", {})
-                for key in TEXT_KEYS:
-                    if key in data:
+                for key in sorted(data):
+                    if key.startswith("application/papermill.record/") or key in TEXT_KEYS:
                         val = data[key]
                         items.append(key + ":" + ("".join(val) if isinstance(val, list) else json.dumps(val)))
                 if "image/png" in data:
@@ -55,14 +56,16 @@ def _pixels(png: bytes) -> bytes:
 
 
 def main(a: str, b: str) -> int:
-    root_a, root_b = Path(a) / "jupyter_execute", Path(b) / "jupyter_execute"
-    notebooks = sorted(root_a.rglob("*.ipynb"))
-    if not notebooks:
-        print(f"no executed notebooks under {root_a}")
+    pairs = []
+    for sub in ("jupyter_execute", ".jupyter_cache/executed"):
+        root_a, root_b = Path(a) / sub, Path(b) / sub
+        pairs += [(root_a, root_b, nb) for nb in sorted(root_a.rglob("*.ipynb"))]
+    if not pairs:
+        print(f"no executed notebooks under {a}")
         return 1
     differences = 0
     compared = 0
-    for nb_a in notebooks:
+    for root_a, root_b, nb_a in pairs:
         nb_b = root_b / nb_a.relative_to(root_a)
         if not nb_b.exists():
             print(f"{nb_b} is missing")
@@ -78,7 +81,7 @@ def main(a: str, b: str) -> int:
         if len(ca) != len(cb):
             differences += 1
             print(f"{nb_a.relative_to(root_a)}: {len(ca)} vs {len(cb)} code cells")
-    print(f"{len(notebooks)} notebooks, {compared} outputs compared, {differences} differences")
+    print(f"{len(pairs)} executed notebooks, {compared} outputs compared, {differences} differences")
     return 1 if differences else 0
 
 
