@@ -53,9 +53,9 @@ def irreducible_matrices(path):
     return spec, out
 
 
-def time_analyze(entrywise=True):
+def time_analyze(entrywise=True, jobs=1):
     t = time.perf_counter()
-    score(compute_spectra(MODEL, mode="clean", entrywise=entrywise))
+    score(compute_spectra(MODEL, mode="clean", entrywise=entrywise, jobs=jobs))
     return time.perf_counter() - t
 
 
@@ -70,13 +70,14 @@ def in_process(repeats):
     spec, mats = irreducible_matrices(MODEL)
     with threadpool_limits(1):
         time_analyze()  # warm-up (imports, page cache)
-        ta, te, ts, tn = [], [], [], []
+        ta, te, ts, tn, tj = [], [], [], [], []
         for _ in range(repeats):
             ta.append(time_analyze())
             te.append(time_analyze(entrywise=False))
+            tj.append(time_analyze(jobs=os.cpu_count() or 1))
             ts.append(time_bare(mats, scipy.linalg.svdvals))
             tn.append(time_bare(mats, lambda M: np.linalg.svd(M, compute_uv=False)))
-    a, e, s, n = (statistics.median(t) for t in (ta, te, ts, tn))
+    a, e, s, n, j = (statistics.median(t) for t in (ta, te, ts, tn, tj))
     print(f"model: all-MiniLM-L6-v2  (L={spec.n_layers}, N={spec.hidden}, H={spec.n_heads}, d_h={spec.head_dim}); "
           f"{len(mats)} irreducible matrices; one BLAS thread; median of {repeats} interleaved runs")
     print(f"  analyze (clean, float64, read+spectra+norms+score)  {a:8.3f} s")
@@ -84,6 +85,8 @@ def in_process(repeats):
     print(f"  summed bare numpy.linalg.svd(compute_uv=False)      {n:8.3f} s   ratio analyze/np.svd  = {a / n:.2f}x")
     print(f"  analyze --no-entrywise (no N×N head products)       {e:8.3f} s   ratios {e / s:.2f}x (svdvals), "
           f"{e / n:.2f}x (np.svd)")
+    print(f"  analyze, {os.cpu_count()} jobs (layers in threads; the CLI default)  {j:8.3f} s   ratios {j / s:.2f}x "
+          f"(svdvals), {j / n:.2f}x (np.svd) — the bare SVDs stay sequential on one core")
     return a, s, n
 
 
@@ -118,10 +121,11 @@ def whole_process(repeats, ww_repeats, pin_threads=True):
     ours = [run(ours_cmd, env)[0] for _ in range(repeats)]
     o = statistics.median(ours)
     if pin_threads:
-        print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default is one BLAS thread)")
+        print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default: one BLAS thread "
+              "per job, one job per core)")
     else:
-        print("whole process, each tool with its default threading (bounds-lib: one BLAS thread; WeightWatcher: "
-              "the libraries' defaults on this machine)")
+        print("whole process, each tool with its default threading (bounds-lib: one BLAS thread per job, one job "
+              "per core; WeightWatcher: the libraries' defaults on this machine)")
     print(f"  bounds-lib analyze                                  {o:8.3f} s (median of {repeats})")
     if importlib.util.find_spec("weightwatcher") is None:
         print("  WeightWatcher not installed: pip install -c constraints.txt -e '.[bench]'  (comparison skipped)")

@@ -105,6 +105,7 @@ def run_metadata(args, extra=None) -> dict:
         "mode": args.mode,
         "logit_scale": args.logit_scale,
         "entrywise_11_norms_of_heads": args.entrywise,
+        "jobs": args.jobs or (os.cpu_count() or 1),
     }
     meta.update(extra or {})
     return meta
@@ -212,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=int, default=1,
                         help="BLAS threads (default 1: the matrices are small, and threaded BLAS on a busy "
                              "machine can be many times slower; 0 leaves the BLAS default)")
+        sp.add_argument("--jobs", type=int, default=0,
+                        help="layers decomposed concurrently, one BLAS thread each (default 0: one per CPU "
+                             "core; results are identical for every value)")
         sp.add_argument("--no-entrywise", dest="entrywise", action="store_false",
                         help="skip the (1,1) norms of the head products (they need the explicit N×N products; "
                              "the (1,1) extension of B_Edelman is then not reported)")
@@ -251,6 +255,8 @@ def _check_outputs(args):
         raise _UserError(f"--layers must be >= 1, got {args.layers}")
     if args.threads < 0:
         raise _UserError(f"--threads must be >= 0, got {args.threads}")
+    if args.jobs < 0:
+        raise _UserError(f"--jobs must be >= 0, got {args.jobs}")
 
 
 def _write_plots(folder: Path, figures: dict):
@@ -280,7 +286,8 @@ def _analyze_one(model, args, label=None):
     bar = ProgressBar(label or "spectra", enabled=show)
     t0 = time.perf_counter()
     sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, layers=args.layers, progress=bar,
-                         entrywise=args.entrywise, allow_download=True if args.allow_download else None)
+                         entrywise=args.entrywise, allow_download=True if args.allow_download else None,
+                         jobs=args.jobs)
     t1 = time.perf_counter()
     opts = ScoringOptions(logit_scale=args.logit_scale, gamma_L_phi=args.gamma_lphi)
     rep = score(sp, opts)

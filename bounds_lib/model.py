@@ -14,10 +14,10 @@ The torch twin used for training (Chapter 7) must reproduce :func:`forward` on t
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import erf
 
 from .norms import as_matrix
 
@@ -38,6 +38,8 @@ __all__ = [
 
 
 def _gelu(x):
+    from scipy.special import erf  # imported on use: scipy.special costs ~0.2 s at start-up
+
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
@@ -50,8 +52,8 @@ ACTIVATIONS = {
 
 def _gelu_lipschitz() -> float:
     """max_x GELU'(x) = max_x Φ(x) + xφ(x), attained at x = √2 (where φ(x)(2 − x²) = 0)."""
-    r = np.sqrt(2.0)
-    return float(0.5 * (1.0 + erf(1.0)) + r * np.exp(-1.0) / np.sqrt(2.0 * np.pi))
+    r = math.sqrt(2.0)
+    return 0.5 * (1.0 + math.erf(1.0)) + r * math.exp(-1.0) / math.sqrt(2.0 * math.pi)
 
 
 #: Global Lipschitz constants L_φ of the activations (for GELU Φ(√2) + √2 φ(√2) = 1.12890…; the released code rounds it up to 1.13).

@@ -16,8 +16,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
-
 from .norms import schatten_powers, validate_p, validate_sigma
 
 __all__ = [
@@ -26,6 +24,7 @@ __all__ = [
     "posthoc_grid",
     "log_term",
     "posthoc_choice",
+    "logsumexp",
     "aggregate_sum",
     "aggregate_rss",
     "rounding_cost_bound",
@@ -115,6 +114,17 @@ def posthoc_choice(sigma, log_K, N, grid):
     lt = np.asarray(log_term(log_S, g, log_K, N), dtype=np.float64)
     i = int(np.argmin(lt))
     return PosthocChoice(grid=g.copy(), log_T=lt, p_star=float(g[i]), log_T_star=float(lt[i]))
+
+
+def logsumexp(a, axis=None):
+    """``log Σ exp(a)`` without overflow (NumPy only; ``-inf`` entries contribute nothing)."""
+    a = np.asarray(a, dtype=np.float64)
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    out = np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+    return out if out.ndim else float(out)
 
 
 def _log_terms(log_T_stars, L):

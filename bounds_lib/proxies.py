@@ -30,15 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .checkpoints import ArchitectureSpec, LayerWeights, detect_architecture, iter_layers, open_checkpoint
 from .norms import RANK_RTOL, numerical_rank
-from .peeling import aggregate_rss, aggregate_sum, posthoc_choice, posthoc_grid
+from .peeling import aggregate_rss, aggregate_sum, logsumexp, posthoc_choice, posthoc_grid
 from .propagation import (
     LPHI_GELU_RELEASED,
     SOFTMAX_LINF_L1_RELEASED,
@@ -180,6 +183,7 @@ class SpectraCache:
 
     def __init__(self):
         self._store = {}
+        self._lock = threading.Lock()  # compute_spectra(jobs > 1) looks up from worker threads
         self.hits = 0
         self.misses = 0
 
@@ -194,12 +198,14 @@ class SpectraCache:
         return h.hexdigest()
 
     def get_or_compute(self, key, compute):
-        if key in self._store:
-            self.hits += 1
-            return self._store[key]
-        self.misses += 1
+        with self._lock:
+            if key in self._store:
+                self.hits += 1
+                return self._store[key]
+            self.misses += 1
         value = compute()
-        self._store[key] = value
+        with self._lock:
+            self._store.setdefault(key, value)
         return value
 
     def __len__(self):
@@ -315,12 +321,15 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
 
 def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None, cache: SpectraCache | None = None,
                     entrywise: bool = True, progress=None, allow_download: bool | None = None,
-                    config=None) -> ModelSpectra:
+                    config=None, jobs: int = 1) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (see the module docstring).
 
     ``model``: anything :func:`bounds_lib.checkpoints.open_checkpoint` accepts. ``layers``: keep only
     the first ``layers`` layers (a prefix). ``progress(done, total)`` is called after each matrix group.
     The whole model is validated (layout, shapes) before any SVD; weights are read one layer at a time.
+    ``jobs``: layers decomposed concurrently in worker threads (LAPACK releases the GIL); at most
+    ``jobs + 1`` layers are in memory at once, and the result is identical to ``jobs=1`` (``0``: one
+    job per CPU core).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -334,18 +343,35 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None,
         if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= arch.n_layers:
             raise ValueError(f"layers must be an integer in 1..{arch.n_layers}, got {layers!r}")
         arch = replace(arch, n_layers=layers)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise ValueError(f"jobs must be an integer >= 0 (0: one per CPU core), got {jobs!r}")
+    jobs = jobs or (os.cpu_count() or 1)
     total = 4 * arch.n_layers
     done = [0]
+    lock = threading.Lock()
 
     def step(_):
-        done[0] += 1
-        if progress:
-            progress(done[0], total)
+        with lock:
+            done[0] += 1
+            if progress:
+                progress(done[0], total)
 
     t_open = time.perf_counter() - t0
     mats = []
-    for lw in iter_layers(source, arch, dtype=dtype):
-        mats.extend(layer_spectra(lw, mode, cache=cache, entrywise=entrywise, on_step=step))
+    layer_iter = iter_layers(source, arch, dtype=dtype)
+    if jobs == 1:
+        for lw in layer_iter:
+            mats.extend(layer_spectra(lw, mode, cache=cache, entrywise=entrywise, on_step=step))
+    else:  # read layer k+1.. while workers decompose earlier layers; collect in layer order
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending = deque()
+            for lw in layer_iter:
+                pending.append(pool.submit(layer_spectra, lw, mode, cache=cache, entrywise=entrywise,
+                                           on_step=step))
+                while len(pending) > jobs:
+                    mats.extend(pending.popleft().result())
+            while pending:
+                mats.extend(pending.popleft().result())
     meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.kind}
     return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)
 
@@ -576,10 +602,10 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
 
 def analyze(model, *, mode: str = "clean", dtype="float64", layers=None, cache: SpectraCache | None = None,
             progress=None, allow_download: bool | None = None, options: ScoringOptions | None = None,
-            **kw) -> BoundReport:
+            entrywise: bool = True, jobs: int = 1, **kw) -> BoundReport:
     """:func:`compute_spectra` then :func:`score` — the whole analysis of one model."""
     sp = compute_spectra(model, mode=mode, dtype=dtype, layers=layers, cache=cache, progress=progress,
-                         allow_download=allow_download)
+                         allow_download=allow_download, entrywise=entrywise, jobs=jobs)
     return score(sp, options, **kw)
 
 

@@ -91,3 +91,15 @@ def test_shells_and_penalty():
 def test_bad_input(call):
     with pytest.raises(ValueError):
         call()
+
+
+@given(st.lists(st.floats(-800, 800), min_size=1, max_size=20))
+def test_logsumexp_matches_scipy(xs):
+    from scipy.special import logsumexp as ref
+
+    from bounds_lib.peeling import logsumexp
+
+    assert logsumexp(np.array(xs)) == pytest.approx(float(ref(xs)), rel=1e-12, abs=1e-12)
+    A = np.array([xs, xs[::-1]])
+    np.testing.assert_allclose(logsumexp(A, axis=1), ref(A, axis=1), rtol=1e-12)
+    assert logsumexp([-np.inf, -np.inf]) == -np.inf
