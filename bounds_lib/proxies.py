@@ -128,8 +128,20 @@ class MatrixSpectrum:
         return f"L{self.layer}.{self.kind}" + (f".h{self.head}" if self.head >= 0 else "")
 
 
+class _ArchitectureSizes:
+    """``L`` (layers) and ``N`` (hidden size) of the ``arch`` field."""
+
+    @property
+    def L(self) -> int:
+        return self.arch.n_layers
+
+    @property
+    def N(self) -> int:
+        return self.arch.hidden
+
+
 @dataclass(frozen=True)
-class ModelSpectra:
+class ModelSpectra(_ArchitectureSizes):
     """Spectra of every matrix of a model (:func:`compute_spectra`), plus what produced them."""
 
     arch: ArchitectureSpec
@@ -139,13 +151,6 @@ class ModelSpectra:
     source: str = ""
     meta: dict = field(default_factory=dict, compare=False)
 
-    @property
-    def L(self) -> int:
-        return self.arch.n_layers
-
-    @property
-    def N(self) -> int:
-        return self.arch.hidden
 
     def select(self, kind=None, layer=None) -> list:
         """Matrices of one ``kind`` and/or one ``layer`` (in stored order)."""
@@ -451,7 +456,7 @@ def log10_or_value(log_x: float) -> dict:
 
 
 @dataclass(frozen=True)
-class BoundReport:
+class BoundReport(_ArchitectureSizes):
     """Every proxy of one model (:func:`score`). Natural-log fields; use :meth:`summary` for log10."""
 
     arch: ArchitectureSpec
@@ -470,13 +475,6 @@ class BoundReport:
     source: str = ""
     meta: dict = field(default_factory=dict, compare=False)
 
-    @property
-    def L(self) -> int:
-        return self.arch.n_layers
-
-    @property
-    def N(self) -> int:
-        return self.arch.hidden
 
     @property
     def p_stars(self) -> np.ndarray:
