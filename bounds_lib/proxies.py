@@ -151,7 +151,6 @@ class ModelSpectra(_ArchitectureSizes):
     source: str = ""
     meta: dict = field(default_factory=dict, compare=False)
 
-
     def select(self, kind=None, layer=None) -> list:
         """Matrices of one ``kind`` and/or one ``layer`` (in stored order)."""
         return [m for m in self.matrices if (kind is None or m.kind == kind) and (layer is None or m.layer == layer)]
@@ -474,7 +473,6 @@ class BoundReport(_ArchitectureSizes):
     log_B_edelman_11: float
     source: str = ""
     meta: dict = field(default_factory=dict, compare=False)
-
 
     @property
     def p_stars(self) -> np.ndarray:
