@@ -266,6 +266,7 @@ def _write_plots(folder: Path, figures: dict):
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".bounds-lib-plots-", dir=folder))
     try:
@@ -275,8 +276,12 @@ def _write_plots(folder: Path, figures: dict):
             plt.close(fig)
         for f in tmp.iterdir():
             os.replace(f, folder / f.name)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created:  # a failed run leaves nothing behind, not even the folder it made
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _analyze_one(model, args, label=None):

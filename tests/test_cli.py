@@ -224,3 +224,19 @@ def test_hub_ids_resolve_through_the_local_cache_offline(tmp_path):
     r = subprocess.run([sys.executable, "-m", "bounds_lib", "scaling", ids[0], "google/bert_uncased_L-6_H-128_A-2",
                         "--csv", str(tmp_path / "t.csv")], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1 and "L-6_H-128" in r.stderr and not (tmp_path / "t.csv").exists()
+
+
+def test_failed_plot_leaves_no_folder(tmp_path):
+    from bounds_lib.cli import _write_plots
+
+    def broken():
+        raise RuntimeError("a figure that cannot be drawn")
+
+    folder = tmp_path / "plots"
+    with pytest.raises(RuntimeError):
+        _write_plots(folder, {"ok": lambda: __import__("matplotlib.pyplot").pyplot.figure(), "bad": broken})
+    assert not folder.exists()
+    folder.mkdir()  # a folder the user already had is kept, and stays as it was
+    with pytest.raises(RuntimeError):
+        _write_plots(folder, {"bad": broken})
+    assert folder.is_dir() and list(folder.iterdir()) == []
