@@ -156,9 +156,15 @@ class TensorSource:
         """Tensor ``name`` widened exactly to ``dtype``; NaN or infinite entries raise."""
         if name not in self._name_set():
             raise CheckpointError(f"{self.description}: no tensor named {name!r}")
-        A = np.asarray(self.read_raw(name)).astype(dtype, copy=False)
-        if not np.all(np.isfinite(A)):
-            bad = int(A.size - np.count_nonzero(np.isfinite(A)))
+        raw = np.asarray(self.read_raw(name))
+        with np.errstate(over="ignore", invalid="ignore"):  # overflows are detected just below
+            A = raw.astype(dtype, copy=False)
+            probe = A if A.dtype.itemsize < raw.dtype.itemsize else raw  # narrowing may overflow to inf
+            # NaN/inf propagate into a float64 sum, so a finite sum proves every entry finite (one cheap
+            # pass); only a non-finite sum (huge weights, or a bad entry) needs the full check
+            finite = np.isfinite(np.sum(probe, dtype=np.float64)) or np.all(np.isfinite(probe))
+        if not finite:
+            bad = int(probe.size - np.count_nonzero(np.isfinite(probe)))
             raise CheckpointError(f"{self.description}: tensor {name!r} contains {bad} NaN or infinite "
                                   "entries; the weights are corrupt")
         return A

@@ -329,3 +329,25 @@ def test_hub_id_not_cached_offline(tmp_path, monkeypatch):
     # even with downloads allowed, HF_HUB_OFFLINE wins
     with pytest.raises(CheckpointError, match="HF_HUB_OFFLINE"):
         open_checkpoint("bounds-lib-tests/never-cached-model", allow_download=True)
+
+
+def test_finiteness_check_is_exact():
+    """The one-pass finiteness check never rejects finite weights (even when their sum overflows)
+    and never accepts a NaN or infinity, when widening or narrowing."""
+    from bounds_lib.checkpoints import CheckpointError, StateDictSource
+
+    huge = np.full((4, 4), 1e308)                 # finite, but the float64 sum overflows
+    src = StateDictSource({"w": huge, "f32": np.ones((3, 3), np.float32)}, {})
+    np.testing.assert_array_equal(src.read("w"), huge)
+    assert src.read("f32").dtype == np.float64
+    with pytest.raises(CheckpointError, match="16 NaN or infinite"):
+        src.read("w", dtype=np.float32)           # narrowing 1e308 to float32 gives inf
+    for bad in (np.nan, np.inf, -np.inf):
+        A = np.ones((5, 5), np.float32)
+        A[2, 3] = bad
+        with pytest.raises(CheckpointError, match="1 NaN or infinite"):
+            StateDictSource({"w": A}, {}).read("w")
+    mixed = np.ones(4)
+    mixed[:2] = [np.inf, -np.inf]                 # inf + (-inf) = NaN in the sum: still caught
+    with pytest.raises(CheckpointError, match="2 NaN or infinite"):
+        StateDictSource({"w": mixed}, {}).read("w")
