@@ -1,6 +1,6 @@
 """Reading real Transformer checkpoints and extracting the paper's matrices (Chapter 6).
 
-The paper's Section 6 (and the authors' released scripts, NOTES.md §5) measures four kinds of
+The paper's Section 6 (and the authors' released scripts) measures four kinds of
 matrices in every layer ``ℓ`` of a trained model, in the row-vector convention ``X ↦ XW``:
 
 * ``QK_{ℓ,h} = W_{Q,h} W_{K,h}ᵀ`` (N×N, rank ≤ d_h) — head ``h``'s attention logits are

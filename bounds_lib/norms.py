@@ -6,7 +6,7 @@ Conventions (row-vector, as in the paper): a weight ``W`` of shape ``(ℓ, m)`` 
 * ``S_p(W) = Σ_i σ_i(W)^p`` for ``p ∈ (0, 2]`` (``p = 1`` nuclear norm, ``p = 2`` squared
   Frobenius norm); ``S_0(W)`` is the numerical rank (Chapter 1, eq. ``eq-schatten``).
 * The numerical rank counts ``σ_i > RANK_RTOL · len(σ) · max(σ_1, 1)`` — exactly the tolerance of
-  the authors' released experiment code (NOTES.md §1), so that the book reproduces their numbers.
+  the authors' released experiment code, so that the book reproduces their numbers.
 * ``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` (column norms), ``‖W‖_{1,1} = Σ_ij |W_ij|``,
   ``‖Z‖_{2→∞} = max_t ‖Z_{t,:}‖_2`` (worst token row).
 
@@ -171,7 +171,7 @@ def stable_rank(W) -> float:
 
 
 def norm_21(W) -> float:
-    """``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` — sum of column norms (row-vector convention, NOTES §5)."""
+    """``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` — sum of column norms (row-vector convention, as released)."""
     A = as_matrix(W)
     return float(np.sum(np.linalg.norm(A, axis=0)))
 

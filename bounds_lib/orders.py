@@ -133,7 +133,7 @@ def orders_table(aggregation="rss"):
                 "trauger_tewari": trauger_tewari_order(g)} for g in REGIMES}
 
 
-#: The examples table as printed in the summary (NOTES §6).
+#: The examples table as printed in the summary of the paper (Chapter 5).
 TABLE_AS_PRINTED = {
     "frobenius": {"ours": sp.sqrt(C_F) * C ** (L / 2) * L * N ** sp.Rational(3, 4),
                   "edelman": C_F * C**L * L ** sp.Rational(3, 2) * sp.sqrt(N),
@@ -146,7 +146,7 @@ TABLE_AS_PRINTED = {
 
 
 def printed_leading_order(p_=p):
-    """The summary's printed leading order ``√C_s C^{Lp/(p+2)} L N^{(p+2)/(2(p+1))}`` (NOTES §4)."""
+    """The summary's printed leading order ``√C_s C^{Lp/(p+2)} L N^{(p+2)/(2(p+1))}`` (Chapter 5, errata)."""
     p_ = sp.sympify(p_)
     return sp.sqrt(C_s) * C ** (L * p_ / (p_ + 2)) * L * N ** ((p_ + 2) / (2 * (p_ + 1)))
 

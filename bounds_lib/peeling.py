@@ -5,7 +5,7 @@
   ``log T = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N``; at ``p = 0`` ``S_0`` is the rank.
 * Grid ``𝒫_m = {0, 1/m, …, 2}`` with ``m = ⌈L + ln max(N, 2)⌉``; ``p*`` is the first argmin.
 * Aggregations: ``B = Σ T* + √L`` (released) and ``B = √(Σ T*²) + √L`` (matches the examples
-  table, NOTES §6); both in log space.
+  table; see the book's reconstructions page); both in log space.
 * Rounding cost (Chapter 4, ``ch04-lem-rounding``) and the union-bound penalty over grid points and
   dyadic shells (Chapter 4, ``ch04-thm-uniform``) — reconstructions by the book.
 """
@@ -205,7 +205,9 @@ def union_bound_log_count(L, N, matrices_per_layer=3, shell_indices=None):
 def uniformity_penalty(L, N, n, delta=0.05, matrices_per_layer=3, shell_indices=None):
     """``√((log count + log(1/δ)) / (2n))`` — the price of choosing p and the shells after training.
 
-    Its leading order is ``√(3L log(2(L + ln N) + 1)/(2n)) ≍ √(L log(L + log N)/n)`` (NOTES §4).
+    With a fixed number of matrices per layer (``matrices_per_layer``, 3 in the single-head model) its
+    leading order is ``√(3L log(2(L + ln N) + 1)/(2n)) ≍ √(L log(L + log N)/n)``, the cost stated in the
+    paper's summary; for multi-head models the count grows with the heads (Chapter 4).
     """
     n = _int_at_least_1(n, "n (sample size)")
     if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (0 < delta < 1):

@@ -102,7 +102,7 @@ def log_layer_lipschitz_multihead(C_Min, C_Mout, C_V_heads, C_QK_heads, L_phi=LP
     """``log Λ_k = log[L_φ · C(M_in) · C(M_out) · Σ_h C(Ṽ_h)(1 + 2·softmax_const·C(QK_h))]``.
 
     ``C_Min, C_Mout``: shape ``(L,)``; ``C_V_heads, C_QK_heads``: shape ``(L, H)``. Released
-    BERT adaptation (NOTES §3) with ``softmax_const = 2``; the head sum is a log-sum-exp.
+    BERT adaptation of the released code with ``softmax_const = 2``; the head sum is a log-sum-exp.
     """
     L_phi = _positive_scalar(L_phi, "L_phi")
     c = _positive_scalar(softmax_const, "softmax_const")
@@ -141,8 +141,9 @@ def log_gamma(C_M, C_V, C_QK, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED
 
     ``L_phi=None`` gives the released form (no ``L_φ``): ``γ_QK = c·C_V·C_M``, ``γ_V = C_M``, ``γ_M = 1``.
     With ``L_phi`` given, the form proved in Chapter 3 (``ch03-thm-param``):
-    ``γ_QK = c·C_V·L_φ·C_M``, ``γ_V = L_φ·C_M``, ``γ_M = phi_bound``, where ``phi_bound`` bounds
-    ``‖φ(y)‖₂`` on the unit ball (1 for GELU, ReLU, tanh, identity since ``|φ(x)| ≤ |x|``).
+    ``γ_QK = c·C_V·L_φ·C_M``, ``γ_V = L_φ·C_M``, ``γ_M = phi_bound``, where ``phi_bound`` is the
+    linear-growth constant ``B_φ = sup_y ‖φ(y)‖₂/‖y‖₂`` (Chapter 3, ``ch03-def-weights``; 1 for GELU,
+    ReLU, tanh and the identity since ``|φ(x)| ≤ |x|``).
     Here ``c = softmax_const`` multiplies a logit perturbation ``|x_t ΔW x_sᵀ| ≤ ‖ΔW‖₂`` (factor 1).
     """
     c = _positive_scalar(softmax_const, "softmax_const")
@@ -165,7 +166,8 @@ def log_gamma_multihead(C_Min, C_Mout, C_V_h, C_QK_h, L_phi=None, softmax_const=
     ``γ_V = C(M_out)·C(M_in)``, ``γ_Min = C(M_out)``, ``γ_Mout = 1`` (``c = softmax_const``, 2 as released).
     With ``L_phi`` given, the form proved in Chapter 3: ``L_φ`` multiplies γ_QK, γ_V and γ_Min (every
     matrix before φ), and ``γ_Mout = phi_bound · C(M_in)`` because M_out acts on ``φ(y M_in)``, whose
-    norm is at most ``C(M_in)`` for GELU — the released ``γ_Mout = 1`` omits this factor.
+    norm is at most ``B_φ·C(M_in)`` (``phi_bound`` = the linear-growth constant ``B_φ``, 1 for GELU) —
+    the released ``γ_Mout = 1`` omits this factor.
     ``C_V_h, C_QK_h`` may be arrays (e.g. shape ``(L, H)``) broadcast against ``C_Min, C_Mout``.
     """
     c = _positive_scalar(softmax_const, "softmax_const")

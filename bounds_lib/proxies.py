@@ -12,14 +12,14 @@ Two steps, kept apart so that re-scoring never repeats an SVD:
      below the numerical-rank tolerance of :mod:`bounds_lib.norms`. Column norms of ``P`` are the
      row norms of ``B R_Aᵀ``, so the (2,1) norm needs no N×N product; the (1,1) norm does.
    * ``"paper"`` — the explicit N×N products and a full SVD, exactly as the authors' released code
-     (NOTES.md §5): ``q[hs,:]ᵀ k[hs,:]`` and ``v[hs,:]ᵀ (oᵀ)[hs,:]`` in float64. Its ``S_p`` for small
+     (the released code): ``q[hs,:]ᵀ k[hs,:]`` and ``v[hs,:]ᵀ (oᵀ)[hs,:]`` in float64. Its ``S_p`` for small
      ``p > 0`` includes the ~1e-15 numerical zeros (each adds ``σ^p``, ~0.16 at ``p = 1/19``).
 
    ``M_in`` and ``M_out`` are full-rank dense matrices and have the same spectra in both modes.
    An explicit :class:`SpectraCache` (keyed by the bytes of the weights, the mode and the dtype) makes
    a second pass over the same weights free; it never changes a result.
 
-2. :func:`score` turns spectra into the proxies of NOTES.md §5, all in log space:
+2. :func:`score` turns spectra into the proxies of the released code (Chapter 6), all in log space:
    ``Λ_k``, ``α^{(ℓ)}`` and ``γ`` (:mod:`bounds_lib.propagation`), ``K = γαL``, ``T(W;p)`` on the grid
    ``𝒫_m`` and ``p*`` (:mod:`bounds_lib.peeling`), ``B_ours`` (sum as released, and root-sum-square),
    ``B_Edelman`` exactly as released, and a (1,1)-norm analogue of ``B_Edelman`` (our extension; there is
@@ -392,7 +392,7 @@ class ScoringOptions:
 
     ``logit_scale``: a positive number, or ``"inv_sqrt_dh"`` for ``1/√d_h`` (real attention scales its
     logits; the released proxies do not). ``gamma_L_phi``: put ``L_φ`` into γ as Chapter 3 proves
-    (the released γ omits it, NOTES §6.3).
+    (the released γ omits it; Chapter 3).
     """
 
     logit_scale: float | str = 1.0
@@ -512,7 +512,7 @@ class BoundReport(_ArchitectureSizes):
 
 
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
-    """All proxies of NOTES.md §5 from precomputed spectra (no SVD here).
+    """All proxies of the released code from precomputed spectra (no SVD here).
 
     ``options`` or keyword arguments of :class:`ScoringOptions`. Matrix-level terms use
     :func:`bounds_lib.peeling.posthoc_choice` on the grid ``posthoc_grid(L, N)``; depth weights use
