@@ -4,7 +4,14 @@ One documented command produces the committed results file::
 
     python -m bounds_lib.experiments --out notebooks/data/trained_grid.json
 
-and ``--small`` runs a tiny grid with the same format in seconds (the test does that). ``--reuse FILE…``
+and ``--small`` runs a tiny grid with the same format in seconds (the test does that). The control that
+trains every model to a common training loss (Jiang et al. 2020's stopping criterion) is::
+
+    python -m bounds_lib.experiments --out notebooks/data/trained_common_loss.json --preset common-loss --jobs 2
+
+(``--stop-loss X`` and ``--max-steps K`` override the preset's target and step budget; such rows also
+hold ``steps_taken`` and ``reached_target``, and the metadata the target, budget and counts; ``--jobs``
+trains in worker processes of one torch thread each, which changes no number). ``--reuse FILE…``
 copies rows whose configuration is already in earlier results files instead of retraining them
 (training is deterministic, so this changes no number), ``--weights-dir DIR`` also saves every model
 as a checkpoint (:func:`save_model`), ``--note TEXT`` stores provenance in the metadata. Each row
@@ -12,7 +19,7 @@ holds the training configuration, the measured train/test loss and 0-1 error (te
 sample) with the gap ``test − train``, and the proxies of :func:`single_head_proxies` computed on the
 trained weights. The file also records the command, seeds, library versions and run time.
 
-The proxies are thin compositions of the library (single-head form of NOTES §3–5):
+The proxies are thin compositions of the library (single-head form of the released proxies, Chapters 3–6):
 
 * ``B_ours``: per matrix ``T*(W) = min_{p∈𝒫_m} S_p(W)^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}`` with
   ``K = γ α L`` (:mod:`bounds_lib.propagation`, :mod:`bounds_lib.peeling`), aggregated as
@@ -50,6 +57,7 @@ __all__ = [
     "grid_configs",
     "run_config",
     "run_grid",
+    "PRESETS",
     "save_model",
     "load_model",
     "HYPERPARAMETERS",
@@ -199,20 +207,37 @@ FULL_GRID = dict(depths=(1, 2, 4, 8), widths=(16, 32, 64, 128), n_trains=(64, 25
 #: A tiny grid with the same format (seconds), used by the tests.
 SMALL_GRID = dict(depths=(1, 2), widths=(8, 16), n_trains=(32,), random_label_n=(32,), kind="parity",
                   T=16, s=3, steps=15, lr=3e-3, n_test=256, seed=0)
+#: The common-loss control (``--preset common-loss``): every model is trained until its full-batch
+#: training loss first reaches ``stop_loss`` (Jiang et al. 2020's stopping criterion), at most ``steps``
+#: Adam steps; models that do not get there are kept in the file with ``reached_target = False``.
+#: ``seeds`` repeats the grid once per seed (the seed also draws the task's support and embedding).
+COMMON_LOSS_GRID = dict(depths=(1, 2, 4), widths=(16, 32, 64), n_trains=(64, 256, 1024),
+                        random_label_n=(64, 256), kind="parity", T=16, s=2, steps=3000, lr=3e-3,
+                        n_test=4096, seeds=(0, 1, 2), stop_loss=0.05)
+#: A tiny common-loss grid with the same format (seconds), used by the tests.
+SMALL_COMMON_LOSS_GRID = dict(depths=(1, 2), widths=(8,), n_trains=(32,), random_label_n=(32,), kind="parity",
+                              T=8, s=2, steps=200, lr=1e-2, n_test=256, seeds=(0, 1), stop_loss=0.2)
+PRESETS = {"full": FULL_GRID, "small": SMALL_GRID, "common-loss": COMMON_LOSS_GRID,
+           "common-loss-small": SMALL_COMMON_LOSS_GRID}
 
 
 def grid_configs(spec: dict) -> list:
-    """All :class:`~bounds_lib.training.TrainConfig` of a grid spec (real labels, then random)."""
+    """All :class:`~bounds_lib.training.TrainConfig` of a grid spec (real labels, then random).
+
+    A spec with ``stop_loss`` trains every model to that training loss, at most ``steps`` steps; one
+    with ``seeds`` repeats the grid for each seed (in that order), otherwise its one ``seed`` is used.
+    """
     from .training import TrainConfig
 
     common = dict(kind=spec["kind"], T=spec["T"], s=spec["s"], steps=spec["steps"], lr=spec["lr"],
-                  n_test=spec["n_test"], seed=spec["seed"])
+                  n_test=spec["n_test"], stop_loss=spec.get("stop_loss"))
     out = []
-    for rl, ns in ((False, spec["n_trains"]), (True, spec["random_label_n"])):
-        for n in ns:
-            for L in spec["depths"]:
-                for N in spec["widths"]:
-                    out.append(TrainConfig(L=L, N=N, n_train=n, random_labels=rl, **common))
+    for seed in spec.get("seeds", (spec.get("seed", 0),)):
+        for rl, ns in ((False, spec["n_trains"]), (True, spec["random_label_n"])):
+            for n in ns:
+                for L in spec["depths"]:
+                    for N in spec["widths"]:
+                        out.append(TrainConfig(L=L, N=N, n_train=n, random_labels=rl, seed=seed, **common))
     return out
 
 
@@ -222,8 +247,11 @@ def run_config(config, weights_dir=None) -> dict:
 
     res = train(config)
     model = res.model
-    row = {"config": asdict(config), **res.metrics(), "seconds": res.seconds,
+    row = {"config": config.as_dict(), **res.metrics(), "seconds": res.seconds,
            "loss_curve_every_10": res.loss_curve[::10] + [res.loss_curve[-1]]}
+    if config.stop_loss is not None:  # only then: rows of fixed-step grids keep their format
+        row["steps_taken"] = res.steps_taken
+        row["reached_target"] = res.reached_target
     row["proxies"] = single_head_proxies(model)
     if weights_dir is not None:
         import pathlib
@@ -232,7 +260,7 @@ def run_config(config, weights_dir=None) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         c = config
         name = f"L{c.L}_N{c.N}_n{c.n_train}_{'rand' if c.random_labels else 'real'}_s{c.seed}"
-        save_model(model, d / name, meta={"config": asdict(config)})
+        save_model(model, d / name, meta={"config": config.as_dict()})
         row["weights_file"] = name
     return row
 
@@ -252,37 +280,77 @@ def _config_key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None) -> dict:
-    """Run every config of ``spec`` (one torch thread) and return ``{"metadata", "rows"}``.
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _run_config_one_thread(args):
+    _one_thread()
+    return run_config(*args)
+
+
+def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: int = 1) -> dict:
+    """Run every config of ``spec`` (one torch thread each) and return ``{"metadata", "rows"}``.
 
     ``reuse``: an earlier results dict; rows whose config matches exactly are copied instead of
     retrained (training is deterministic, so a retrained row would be identical — a test checks
     this on a committed row). Their training time still counts in ``total_seconds``.
+    ``jobs > 1`` trains in that many worker processes (one torch thread each, so every row is the
+    one a single process would produce); rows keep the order of :func:`grid_configs`.
     """
-    import torch
-
-    torch.set_num_threads(1)
+    _one_thread()
     t0 = time.perf_counter()
     old = {}
     for r in (reuse or {}).get("rows", []):
         old[_config_key(r["config"])] = {k: v for k, v in r.items() if k != "weights_file"}
-    rows, reused, reused_seconds = [], 0, 0.0
-    for i, cfg in enumerate(grid_configs(spec)):
-        key = _config_key(asdict(cfg))
+    configs = grid_configs(spec)
+    rows, reused, reused_seconds = [None] * len(configs), 0, 0.0
+    todo = []
+    for i, cfg in enumerate(configs):
+        key = _config_key(cfg.as_dict())
         if key in old and weights_dir is None:
-            rows.append(old[key])
+            rows[i] = old[key]
             reused += 1
             reused_seconds += old[key]["seconds"]
-            continue
-        rows.append(run_config(cfg, weights_dir))
+        else:
+            todo.append(i)
+
+    def report(i):
         if log is not None:
-            r = rows[-1]
+            cfg, r = configs[i], rows[i]
+            extra = ("" if cfg.stop_loss is None else
+                     f" steps={r['steps_taken']} reached={r['reached_target']}")
             print(f"[{i + 1}] L={cfg.L} N={cfg.N} n={cfg.n_train} rand={cfg.random_labels} "
-                  f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f} "
+                  f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f}{extra} "
                   f"{r['seconds']:.1f}s", file=log, flush=True)
+
+    if jobs > 1 and len(todo) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_one_thread) as pool:
+            futures = {i: pool.submit(_run_config_one_thread, (configs[i], weights_dir)) for i in todo}
+            for i in todo:
+                rows[i] = futures[i].result()
+                report(i)
+    else:
+        for i in todo:
+            rows[i] = run_config(configs[i], weights_dir)
+            report(i)
     meta = _metadata(spec, list(argv), time.perf_counter() - t0 + reused_seconds)
     meta["reused_rows"] = reused
     meta["training_seconds_sum"] = float(sum(r["seconds"] for r in rows))
+    if spec.get("stop_loss") is not None:
+        meta["wall_seconds"] = time.perf_counter() - t0
+        meta["jobs"] = jobs
+        meta["stop_loss"] = spec["stop_loss"]
+        meta["max_steps"] = spec["steps"]
+        meta["n_reached"] = sum(bool(r["reached_target"]) for r in rows)
+        meta["n_not_reached"] = len(rows) - meta["n_reached"]
+        meta["steps_taken"] = [r["steps_taken"] for r in rows]
     return {"metadata": meta, "rows": rows}
 
 
@@ -316,7 +384,7 @@ def kendall_tau(x, y) -> float:
     return float(kendalltau(x, y).statistic)
 
 
-def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPARAMETERS) -> dict:
+def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPARAMETERS, fixed=()) -> dict:
     """Kendall ``τ`` between a measure and the gap, overall and per hyperparameter (Jiang et al. 2020).
 
     ``measure(row) -> float``. ``overall`` is ``τ`` over all rows; for each hyperparameter ``h``,
@@ -324,7 +392,9 @@ def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPAR
     ``τ`` within the group; ``Psi`` is the mean of the defined ``ψ_h``. A group whose gap is constant
     is skipped; a measure that is constant within a group while the gap varies ranks nothing and
     scores ``τ = 0`` there (as in Jiang et al.'s count of concordant minus discordant pairs).
-    ``groups_h`` is the number of groups that entered ``ψ_h``.
+    ``groups_h`` is the number of groups that entered ``ψ_h``. Config keys in ``fixed`` (e.g.
+    ``("seed",)``) are held fixed in every group without being varied: with several seeds, each group
+    compares models of one seed.
     """
     rows = list(rows)
     m = np.array([measure(r) for r in rows])
@@ -335,7 +405,7 @@ def granulated_kendall(rows, measure, target: str = "gap_error", hypers=HYPERPAR
         others = [k for k in hypers if k != h]
         groups = {}
         for i, r in enumerate(rows):
-            groups.setdefault(tuple(r["config"][k] for k in others), []).append(i)
+            groups.setdefault(tuple(r["config"][k] for k in (*others, *fixed)), []).append(i)
         taus = []
         for idx in groups.values():
             if len(idx) < 2 or np.ptp(g[idx]) == 0:
@@ -369,10 +439,19 @@ def scaling_slopes(rows, name: str, along: str, hypers=HYPERPARAMETERS) -> float
 
 
 def main(argv=None) -> int:
-    """Command line: ``python -m bounds_lib.experiments --out FILE [--small] [--weights-dir DIR] [--reuse FILE]``."""
+    """Command line: ``python -m bounds_lib.experiments --out FILE [--preset NAME] [--small] [--stop-loss X]
+    [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``."""
     ap = argparse.ArgumentParser(prog="python -m bounds_lib.experiments", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="results JSON file to write")
-    ap.add_argument("--small", action="store_true", help="tiny grid with the same format (seconds)")
+    ap.add_argument("--preset", choices=("full", "common-loss"), default="full",
+                    help="'full': the fixed-step grid of trained_grid.json; 'common-loss': every model trained "
+                         "to a common training loss (trained_common_loss.json)")
+    ap.add_argument("--small", action="store_true", help="tiny grid of the preset with the same format (seconds)")
+    ap.add_argument("--stop-loss", type=float, default=None,
+                    help="train each model until its full-batch training loss is <= this (overrides the preset)")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="the step budget: steps per model, or the most with a stop loss (overrides the preset)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     ap.add_argument("--weights-dir", default=None,
                     help="also save every trained model here (one checkpoint directory each, see save_model)")
     ap.add_argument("--reuse", default=None, nargs="+",
@@ -380,14 +459,19 @@ def main(argv=None) -> int:
     ap.add_argument("--note", default=None, help="free text stored as metadata['note'] (provenance)")
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
-    spec = SMALL_GRID if args.small else FULL_GRID
+    spec = dict(PRESETS[args.preset + ("-small" if args.small else "") if args.preset != "full"
+                        else ("small" if args.small else "full")])
+    if args.stop_loss is not None:
+        spec["stop_loss"] = args.stop_loss
+    if args.max_steps is not None:
+        spec["steps"] = args.max_steps
     reuse = None
     if args.reuse:
         reuse = {"rows": []}
         for path in args.reuse:
             with open(path) as f:
                 reuse["rows"] += json.load(f)["rows"]
-    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse)
+    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs)
     if args.note:
         result["metadata"]["note"] = args.note
     with open(args.out, "w") as f:

@@ -2,7 +2,9 @@
 
 Loss: the logistic loss ``ℓ(f, y) = log(1 + e^{−y f})`` on the scalar [CLS] readout ``f`` (as in
 the paper's binary-classification setting, a Lipschitz loss). Optimiser: full-batch Adam for a fixed
-number of steps (no early stopping, no data augmentation: the only randomness is the seed).
+number of steps (no data augmentation: the only randomness is the seed), or, with ``stop_loss`` set,
+until the full-batch training loss first reaches ``stop_loss`` (the stopping criterion of Jiang et al.
+2020: every model of a grid is trained to the same training cross-entropy), at most ``steps`` steps.
 
 Determinism: the initialisation uses a private ``torch.Generator`` seeded from ``config.seed``; the
 data come from NumPy generators seeded from the task seed; the full-batch loop has no sampling.
@@ -39,13 +41,21 @@ class TrainConfig:
     T: int = 8
     s: int = 3
     random_labels: bool = False
-    steps: int = 300
+    steps: int = 300  # the number of Adam steps; with ``stop_loss`` set, the most that are taken
     lr: float = 1e-2
     act: str = "gelu"
     logit_scale: float = 1.0
     init_scale: float = 1.0
     n_test: int = 4096
     seed: int = 0
+    stop_loss: float | None = None  # stop at the first step whose full-batch training loss is <= this
+
+    def as_dict(self) -> dict:
+        """The fields as a dict; ``stop_loss`` only when set (rows of fixed-step runs keep their format)."""
+        d = asdict(self)
+        if d["stop_loss"] is None:
+            del d["stop_loss"]
+        return d
 
     def task(self) -> BooleanTask:
         return BooleanTask(kind=self.kind, T=self.T, s=self.s, N=self.N, seed=self.seed,
@@ -64,6 +74,8 @@ class TrainResult:
     test_error: float
     loss_curve: list
     seconds: float
+    steps_taken: int = 0
+    reached_target: bool | None = None  # None without ``stop_loss``
 
     @property
     def gap_loss(self) -> float:
@@ -76,7 +88,7 @@ class TrainResult:
     @property
     def model(self):
         """The trained weights as a :class:`bounds_lib.model.SingleHeadTransformer` (float64)."""
-        return to_numpy(self.torch_model, meta={"config": asdict(self.config)})
+        return to_numpy(self.torch_model, meta={"config": self.config.as_dict()})
 
     def metrics(self) -> dict:
         return {"train_loss": self.train_loss, "train_error": self.train_error,
@@ -102,7 +114,16 @@ def evaluate(model: TorchTransformer, X: torch.Tensor, y: torch.Tensor, batch: i
 
 
 def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResult:
-    """Train one model from scratch as ``config`` says; deterministic for a fixed config."""
+    """Train one model from scratch as ``config`` says; deterministic for a fixed config.
+
+    Without ``config.stop_loss``: exactly ``config.steps`` Adam steps. With it: before each step the
+    full-batch training loss of the current weights is computed (it is the loss the step
+    differentiates); the first time it is ``<= stop_loss`` training stops *without* taking that step,
+    so the returned weights have training loss ``<= stop_loss`` and ``steps_taken`` counts the Adam
+    updates. If ``steps`` updates do not get there, ``reached_target`` is False (the weights after
+    ``steps`` updates are returned). ``loss_curve`` holds the loss before each update (and, when the
+    target was reached, the final loss that stopped the run).
+    """
     t0 = time.perf_counter()
     task = config.task()
     Xtr, ytr, _ = sample(task, config.n_train, TRAIN_STREAM)
@@ -114,14 +135,29 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
                              init_scale=config.init_scale, generator=gen, dtype=dtype)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     curve = []
+    target = config.stop_loss
+    reached = None if target is None else False
+    taken = 0
     for _ in range(int(config.steps)):
         opt.zero_grad(set_to_none=True)
         loss = logistic_loss(model(Xtr), ytr)
+        if target is not None and float(loss.detach()) <= target:
+            curve.append(float(loss.detach()))
+            reached = True
+            break
         loss.backward()
         opt.step()
+        taken += 1
         curve.append(float(loss.detach()))
+    else:
+        if target is not None:  # the budget is spent: does the last update reach the target?
+            with torch.no_grad():
+                last = float(logistic_loss(model(Xtr), ytr))
+            if last <= target:
+                curve.append(last)
+                reached = True
     model.eval()
     tr_loss, tr_err = evaluate(model, Xtr, ytr)
     te_loss, te_err = evaluate(model, Xte, yte)
     return TrainResult(config, model, tr_loss, tr_err, te_loss, te_err, curve,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, taken, reached)

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib.experiments import (PROXY_NAMES, SMALL_GRID, grid_configs, load_model, main, run_config,
-                                    save_model, single_head_proxies)
+from bounds_lib.experiments import (PROXY_NAMES, SMALL_COMMON_LOSS_GRID, SMALL_GRID, grid_configs, load_model,
+                                    main, run_config, save_model, single_head_proxies)
 from bounds_lib.model import Block, SingleHeadTransformer, forward, random_transformer
 from bounds_lib.training import TrainConfig, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "notebooks" / "data" / "trained_grid.json"
+COMMITTED_COMMON_LOSS = ROOT / "notebooks" / "data" / "trained_common_loss.json"
 
 
 def scaled_identity(L, N, c):
@@ -186,3 +187,63 @@ def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
     log_T = [m.log_T_star for m in rep.matrices if m.kind != "M_in"]
     ours_sum = float(np.logaddexp(logsumexp(log_T), 0.5 * math.log(model.L))) / math.log(10)
     assert math.isclose(ours_sum, ours["B_ours_sum"], rel_tol=1e-12)
+
+
+def test_common_loss_preset_small_runs_and_matches_the_committed_format(tmp_path):
+    out = tmp_path / "c.json"
+    assert main(["--out", str(out), "--preset", "common-loss", "--small", "--jobs", "2"]) == 0
+    small = json.loads(out.read_text())
+    configs = grid_configs(SMALL_COMMON_LOSS_GRID)
+    assert [r["config"] for r in small["rows"]] == [c.as_dict() for c in configs]
+    meta = small["metadata"]
+    target = SMALL_COMMON_LOSS_GRID["stop_loss"]
+    assert meta["stop_loss"] == target and meta["max_steps"] == SMALL_COMMON_LOSS_GRID["steps"]
+    assert meta["steps_taken"] == [r["steps_taken"] for r in small["rows"]]
+    assert meta["n_reached"] + meta["n_not_reached"] == len(configs)
+    assert 0 < meta["n_reached"] < len(configs)  # the tiny preset exercises both outcomes
+    for r in small["rows"]:
+        assert r["config"]["stop_loss"] == target
+        if r["reached_target"]:
+            assert r["train_loss"] <= target + 1e-6 and r["steps_taken"] < r["config"]["steps"]
+        else:
+            assert r["train_loss"] > target and r["steps_taken"] == r["config"]["steps"]
+    # two worker processes give the rows a single process gives
+    one = tmp_path / "one.json"
+    main(["--out", str(one), "--preset", "common-loss", "--small"])
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    assert strip(json.loads(one.read_text())["rows"]) == strip(small["rows"])
+    committed = json.loads(COMMITTED_COMMON_LOSS.read_text())
+    assert _structure(small) == _structure(committed)
+
+
+def test_committed_common_loss_row_regenerates_exactly():
+    committed = json.loads(COMMITTED_COMMON_LOSS.read_text())
+    rows = committed["rows"]
+    assert len(rows) + committed["metadata"].get("n_cut", 0) == len(grid_configs(committed["metadata"]["grid"]))
+    reached = [r for r in rows if r["reached_target"]]
+    cheapest = min(reached, key=lambda r: (r["config"]["L"] * r["config"]["N"] ** 2 * r["config"]["n_train"]
+                                           * r["steps_taken"]))
+    torch.set_num_threads(1)
+    fresh = json.loads(json.dumps(run_config(TrainConfig(**cheapest["config"]))))
+    for key in ("train_loss", "train_error", "test_loss", "test_error", "gap_loss", "gap_error",
+                "loss_curve_every_10", "proxies", "config", "steps_taken", "reached_target"):
+        assert fresh[key] == cheapest[key], key
+
+
+def test_granulated_kendall_fixed_keys_split_groups():
+    from bounds_lib.experiments import granulated_kendall, proxy_value
+
+    # two seeds: within each seed the measure ranks the gap perfectly, but seed 1 shifts every gap up,
+    # so pooling the seeds in one group would mix concordant and discordant pairs
+    rows = []
+    for seed in (0, 1):
+        for r in _rows(lambda L, N, n: L * N / n):
+            r = {**r, "config": {**r["config"], "seed": seed}, "gap_error": r["gap_error"] + 10 * seed}
+            r["proxies"] = {"B_ours_sum": r["proxies"]["B_ours_sum"] - seed}
+            rows.append(r)
+    m = lambda r: proxy_value(r, "B_ours_sum")
+    split = granulated_kendall(rows, m, fixed=("seed",))
+    assert all(math.isclose(split[k], 1.0) for k in ("L", "N", "n_train", "Psi"))
+    assert (split["groups_L"], split["groups_N"], split["groups_n_train"]) == (12, 8, 12)
+    pooled = granulated_kendall(rows, m)
+    assert pooled["L"] < 1.0 and pooled["groups_L"] == 6

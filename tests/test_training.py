@@ -101,3 +101,39 @@ def test_result_model_is_the_trained_weights():
     m = r.model
     assert m.L == TINY.L and m.N == TINY.N
     assert np.array_equal(m.blocks[1].W_V, r.torch_model.W_V[1].detach().double().numpy())
+
+
+STOP = dataclasses.replace(TINY, kind="parity", s=2, steps=200, lr=1e-2, stop_loss=0.3)
+
+
+def test_stop_loss_is_deterministic_and_stops_at_the_first_step_below_target():
+    torch.set_num_threads(1)
+    a, b = train(STOP), train(STOP)
+    assert a.reached_target is True and 0 < a.steps_taken < STOP.steps
+    assert (a.steps_taken, a.loss_curve, a.metrics()) == (b.steps_taken, b.loss_curve, b.metrics())
+    sa, sb = a.torch_model.state_dict(), b.torch_model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    # the curve holds the loss before each update, then the loss that stopped the run
+    assert len(a.loss_curve) == a.steps_taken + 1
+    assert a.loss_curve[-1] <= STOP.stop_loss < min(a.loss_curve[:-1])
+    assert abs(a.train_loss - a.loss_curve[-1]) < 1e-6  # the returned weights are the stopped ones
+    # a fixed-step run of exactly steps_taken steps gives the same weights
+    fixed = train(dataclasses.replace(STOP, stop_loss=None, steps=a.steps_taken))
+    sf = fixed.torch_model.state_dict()
+    assert all(torch.equal(sa[k], sf[k]) for k in sa)
+    assert fixed.reached_target is None and fixed.steps_taken == a.steps_taken
+    assert fixed.loss_curve == a.loss_curve[:-1]
+
+
+def test_stop_loss_not_reached_is_reported():
+    torch.set_num_threads(1)
+    r = train(dataclasses.replace(STOP, steps=3, stop_loss=1e-6))
+    assert r.reached_target is False and r.steps_taken == 3 and len(r.loss_curve) == 3
+    assert r.train_loss > 1e-6
+
+
+def test_config_dict_omits_an_unset_stop_loss():
+    assert "stop_loss" not in TINY.as_dict() and TINY.as_dict() == {
+        k: v for k, v in dataclasses.asdict(TINY).items() if k != "stop_loss"}
+    assert STOP.as_dict()["stop_loss"] == 0.3
+    assert TrainConfig(**TINY.as_dict()) == TINY and TrainConfig(**STOP.as_dict()) == STOP
