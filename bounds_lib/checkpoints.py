@@ -177,6 +177,12 @@ class TensorSource:
     def __contains__(self, name) -> bool:
         return name in self._name_set()
 
+    def _init_files(self, files, config: dict, description: str):
+        """Common start of the file-backed sources: the files, the config, a description."""
+        self.files = [Path(f) for f in files]
+        self.config = config
+        self.description = description or str(self.files[0].parent)
+
 
 class SafetensorsSource(TensorSource):
     """One or several (sharded, ``model.safetensors.index.json``) safetensors files."""
@@ -184,9 +190,7 @@ class SafetensorsSource(TensorSource):
     kind = "safetensors"
 
     def __init__(self, files, config: dict, description: str = ""):
-        self.files = [Path(f) for f in files]
-        self.config = config
-        self.description = description or str(self.files[0].parent)
+        self._init_files(files, config, description)
         self._where = {}
         for f in self.files:
             start, entries = read_safetensors_header(f)
@@ -235,9 +239,7 @@ class TorchBinSource(TensorSource):
     def __init__(self, files, config: dict, description: str = ""):
         import torch
 
-        self.files = [Path(f) for f in files]
-        self.config = config
-        self.description = description or str(self.files[0].parent)
+        self._init_files(files, config, description)
         self._tensors = {}
         for f in self.files:
             try:

@@ -712,24 +712,19 @@ def figure_scaling(reports, attr_pairs=(("log_B_ours_sum", r"$B_{\rm ours}$"), (
     by = {(r.L, r.N): r for r in reports}
     Ls, Ns = sorted({k[0] for k in by}), sorted({k[1] for k in by})
     fig, axes = plt.subplots(2, len(attr_pairs), figsize=(4.5 * len(attr_pairs), 6.0), squeeze=False)
+    def curves(ax, attr, lab, fixed_values, varied_values, key, fixed_name, varied_name):
+        """One curve per fixed value, each divided by its own value at the smallest varied value."""
+        for f in fixed_values:
+            xs = [x for x in varied_values if key(f, x) in by]
+            if len(xs) >= 2:
+                v = np.array([getattr(by[key(f, x)], attr) for x in xs])
+                ax.semilogy(xs, np.exp(v - v[0]), "o-", label=f"{fixed_name} = {f}")
+        ax.set_xlabel(varied_name)
+        ax.set_ylabel(f"{lab} / value at smallest {varied_name.split()[-1]}")
+        ax.legend(fontsize=7)
+
     for j, (attr, lab) in enumerate(attr_pairs):
-        ax = axes[0, j]
-        for L in Ls:
-            ns = [N for N in Ns if (L, N) in by]
-            if len(ns) >= 2:
-                v = np.array([getattr(by[(L, N)], attr) for N in ns])
-                ax.semilogy(ns, np.exp(v - v[0]), "o-", label=f"L = {L}")
-        ax.set_xlabel("hidden size N")
-        ax.set_ylabel(f"{lab} / value at smallest N")
-        ax.legend(fontsize=7)
-        ax = axes[1, j]
-        for N in Ns:
-            ls = [L for L in Ls if (L, N) in by]
-            if len(ls) >= 2:
-                v = np.array([getattr(by[(L, N)], attr) for L in ls])
-                ax.semilogy(ls, np.exp(v - v[0]), "o-", label=f"N = {N}")
-        ax.set_xlabel("depth L")
-        ax.set_ylabel(f"{lab} / value at smallest L")
-        ax.legend(fontsize=7)
+        curves(axes[0, j], attr, lab, Ls, Ns, lambda L, N: (L, N), "L", "hidden size N")
+        curves(axes[1, j], attr, lab, Ns, Ls, lambda N, L: (L, N), "N", "depth L")
     fig.tight_layout()
     return fig
