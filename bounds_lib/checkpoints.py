@@ -231,7 +231,26 @@ def _torch_to_numpy(t) -> np.ndarray:
     return t.numpy()
 
 
-class TorchBinSource(TensorSource):
+class _MappingSource(TensorSource):
+    """A source whose tensors sit in a dict ``self._tensors`` (torch tensors or NumPy arrays)."""
+
+    def names(self):
+        return list(self._tensors)
+
+    def shape(self, name):
+        return tuple(self._tensors[name].shape)
+
+    def dtype(self, name):
+        return str(self._tensors[name].dtype).replace("torch.", "")
+
+    def read_raw(self, name):
+        t = self._tensors[name]
+        if isinstance(t, np.ndarray):
+            return t
+        return _torch_to_numpy(t)
+
+
+class TorchBinSource(_MappingSource):
     """Legacy PyTorch ``pytorch_model.bin`` files (loaded with ``weights_only=True``, memory-mapped)."""
 
     kind = "pytorch-bin"
@@ -254,20 +273,8 @@ class TorchBinSource(TensorSource):
                 raise CheckpointError(f"{f}: does not contain a state dict")
             self._tensors.update(sd)
 
-    def names(self):
-        return list(self._tensors)
 
-    def shape(self, name):
-        return tuple(self._tensors[name].shape)
-
-    def dtype(self, name):
-        return str(self._tensors[name].dtype).replace("torch.", "")
-
-    def read_raw(self, name):
-        return _torch_to_numpy(self._tensors[name])
-
-
-class StateDictSource(TensorSource):
+class StateDictSource(_MappingSource):
     """An in-memory state dict (torch tensors or NumPy arrays) with its config."""
 
     kind = "in-memory"
@@ -277,20 +284,6 @@ class StateDictSource(TensorSource):
         self.config = dict(config)
         self.description = description
 
-    def names(self):
-        return list(self._tensors)
-
-    def shape(self, name):
-        return tuple(self._tensors[name].shape)
-
-    def dtype(self, name):
-        return str(self._tensors[name].dtype).replace("torch.", "")
-
-    def read_raw(self, name):
-        t = self._tensors[name]
-        if isinstance(t, np.ndarray):
-            return t
-        return _torch_to_numpy(t)
 
 
 # --------------------------------------------------------------------------------------------
