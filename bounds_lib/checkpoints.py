@@ -285,7 +285,6 @@ class StateDictSource(_MappingSource):
         self.description = description
 
 
-
 # --------------------------------------------------------------------------------------------
 # Opening a model: directory, Hub id, module, state dict
 # --------------------------------------------------------------------------------------------
