@@ -1,0 +1,44 @@
+"""``glue`` for chapters that also run as plain notebooks.
+
+Inside the book build, MyST-NB's :func:`myst_nb.glue` stores a value so that the page can cite it
+with ``{glue:text}``. In a plain Jupyter or Colab session MyST-NB is usually absent (and installing
+it pulls Sphinx): there the generated notebook already carries the executed numbers in its text,
+so ``glue`` only needs to display the value when asked to, and otherwise do nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["glue", "HAVE_MYST_NB"]
+
+try:  # the book build (and any environment with MyST-NB installed)
+    from myst_nb import glue as _myst_glue
+except ImportError:  # plain Jupyter / Colab / a script
+    _myst_glue = None
+
+HAVE_MYST_NB = _myst_glue is not None
+
+
+def glue(name: str, variable: Any, display: bool = True) -> None:
+    """Store ``variable`` under ``name`` for the book; in a plain notebook, show it or do nothing.
+
+    Parameters
+    ----------
+    name : str
+        The key a page cites with ``{glue:text}`name```.
+    variable : object
+        The value (a number, a string, a figure, a DataFrame...).
+    display : bool
+        Whether the cell shows the value (as :func:`myst_nb.glue` does).
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"glue name must be a non-empty str, got {name!r}")
+    if _myst_glue is not None:
+        _myst_glue(name, variable, display=display)
+        return
+    if display:
+        try:
+            from IPython.display import display as _show
+        except ImportError:  # not in IPython: nothing to show
+            return
+        _show(variable)
