@@ -1,0 +1,174 @@
+"""One figure style for the book.
+
+Every chapter's setup cell calls :func:`use_book_style` once. It
+
+* applies ``bounds_lib/book.mplstyle`` (fonts sized for the page, one colour cycle, grid, white
+  background), and
+* inside IPython (the book build, Jupyter, Colab) makes every matplotlib figure display as a
+  150-dpi PNG whose text metadata records the smallest font size in the figure (``BookMinFontPt``),
+  the dpi it was saved at (``BookDPI``) and how many panels share a row (``BookPanelsPerRow``).
+  ``tests/test_browser.py`` reads these to check, for every figure on every page, that its text is
+  at least 10 pt at the size the page displays it, and that no row holds more than two panels.
+
+Use :func:`book_subplots` instead of ``plt.subplots`` for panels: it refuses more than two columns
+(put further panels on a second row) and sizes the figure for the page column.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STYLE_FILE",
+    "SAVE_DPI",
+    "MAX_PANELS_PER_ROW",
+    "use_book_style",
+    "book_subplots",
+    "min_font_pt",
+    "panels_per_row",
+    "figure_png",
+]
+
+STYLE_FILE = Path(__file__).with_name("book.mplstyle")
+SAVE_DPI = 150
+MAX_PANELS_PER_ROW = 2
+# Width of the book's column in inches at a 1280 px window (measured by tests/test_browser.py):
+# figures are drawn at this width so the page shows them at about their natural size.
+PAGE_WIDTH_IN = 6.4
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style and, inside IPython, the book's figure output.
+
+    Call once in a chapter's setup cell (after importing matplotlib is fine). Outside IPython only
+    the style is applied.
+    """
+    import matplotlib
+    import matplotlib.style
+
+    try:
+        from IPython import get_ipython
+    except ImportError:  # plain Python: the style alone
+        get_ipython = None  # type: ignore[assignment]
+    ip = get_ipython() if get_ipython is not None else None
+    if ip is not None:
+        # Load the inline backend now: loading it later would re-register its own PNG formatter
+        # on top of ours and reset rcParams (matplotlib_inline.backend_inline does both on import).
+        import matplotlib.pyplot as plt
+
+        backend = matplotlib.get_backend()
+        if "inline" in backend.lower():
+            plt.switch_backend(backend)
+    matplotlib.style.use(str(STYLE_FILE))
+    if ip is not None:
+        from matplotlib.figure import Figure
+
+        formatters = ip.display_formatter.formatters
+        for mime, formatter in formatters.items():
+            if mime != "image/png":
+                formatter.pop(Figure, None)  # one image per figure (no SVG/PDF duplicates)
+        formatters["image/png"].for_type(Figure, _png_formatter)
+
+
+def book_subplots(nrows: int = 1, ncols: int = 1, *, height: float | None = None, **kwargs: Any):
+    """``plt.subplots`` for the book: at most two panels per row, sized for the page column.
+
+    Parameters
+    ----------
+    nrows, ncols : int
+        Grid of panels; ``ncols`` must be 1 or 2 (a third panel goes on a new row).
+    height : float, optional
+        Height of one row in inches (default 3.6 for one column, 3.0 for two).
+    **kwargs
+        Passed to :func:`matplotlib.pyplot.subplots` (``sharex``, ``sharey``, ...). ``figsize`` is
+        computed and may not be given.
+    """
+    import matplotlib.pyplot as plt
+
+    for name, value in (("nrows", nrows), ("ncols", ncols)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if ncols > MAX_PANELS_PER_ROW:
+        raise ValueError(
+            f"ncols={ncols}: the book shows at most {MAX_PANELS_PER_ROW} panels per row (they "
+            f"become unreadable on a phone); use nrows={-(-ncols // MAX_PANELS_PER_ROW) * nrows}, ncols=2"
+        )
+    if "figsize" in kwargs:
+        raise ValueError("book_subplots sizes the figure for the page; pass height= instead of figsize=")
+    if height is None:
+        height = 3.6 if ncols == 1 else 3.0
+    if not height > 0:
+        raise ValueError(f"height must be positive (inches), got {height!r}")
+    return plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH_IN, height * nrows), **kwargs)
+
+
+def _visible(text) -> bool:
+    return text.get_visible() and (text.axes is None or text.axes.get_visible())
+
+
+def min_font_pt(fig) -> float | None:
+    """Smallest font size (points) among the visible, non-empty texts drawn in ``fig``.
+
+    Tick labels count only when they lie inside the figure (matplotlib keeps off-view ticks).
+    Returns None for a figure without text.
+    """
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    fbox = fig.bbox
+    sizes = []
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        if not t.get_text().strip() or not _visible(t):
+            continue
+        box = t.get_window_extent(renderer)
+        if box.width <= 0 or box.x1 < fbox.x0 or box.x0 > fbox.x1 or box.y1 < fbox.y0 or box.y0 > fbox.y1:
+            continue
+        sizes.append(float(t.get_fontsize()))
+    return min(sizes) if sizes else None
+
+
+def panels_per_row(fig) -> int:
+    """Largest number of plotting panels (axes other than colour bars) that share a row of ``fig``.
+
+    Two panels share a row when their vertical extents overlap by more than half the smaller one.
+    """
+    fig.draw_without_rendering()
+    boxes = []
+    for ax in fig.axes:
+        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
+            continue
+        if ax.get_label() == "<colorbar>":
+            continue
+        boxes.append(ax.get_position())
+    best = 0
+    for b in boxes:
+        row = 0
+        for o in boxes:
+            overlap = min(b.y1, o.y1) - max(b.y0, o.y0)
+            if overlap > 0.5 * min(b.height, o.height):
+                row += 1
+        best = max(best, row)
+    return best
+
+
+def figure_png(fig, dpi: int = SAVE_DPI) -> bytes:
+    """PNG bytes of ``fig`` at ``dpi`` with the book's metadata (see the module docstring)."""
+    import io
+
+    font = min_font_pt(fig)
+    meta = {
+        "BookDPI": str(dpi),
+        "BookMinFontPt": "none" if font is None else f"{font:g}",
+        "BookPanelsPerRow": str(panels_per_row(fig)),
+    }
+    buf = io.BytesIO()
+    fig.canvas.print_figure(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white",
+                            metadata=meta)
+    return buf.getvalue()
+
+
+def _png_formatter(fig):
+    if not fig.axes and not fig.lines and not fig.images:  # as IPython does: nothing to show
+        return None
+    return figure_png(fig)
