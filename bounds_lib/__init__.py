@@ -1,2 +1,46 @@
-"""bounds_lib — executable companion to Sakai & Imaizumi (arXiv 2605.07297)."""
-__version__ = "0.1.0"
+"""bounds_lib — executable companion to Sakai & Imaizumi (arXiv 2605.07297).
+
+The entry points a notebook user wants are available at the top level::
+
+    import bounds_lib
+    report = bounds_lib.analyze("path/or/hub-id")          # spectra + scores of a checkpoint
+    spectra = bounds_lib.compute_spectra(source)
+    report = bounds_lib.score(spectra)
+    source = bounds_lib.open_checkpoint("path/or/hub-id")
+
+They are imported on first use (module ``__getattr__``), so ``import bounds_lib`` stays light: it
+loads neither NumPy's linear algebra nor torch. The version is the installed distribution's
+(``pyproject.toml`` is its one home).
+"""
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version as _dist_version
+
+try:
+    __version__ = _dist_version("bounds_lib")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+# public name -> module that defines it (imported lazily)
+_LAZY = {
+    "analyze": "bounds_lib.proxies",
+    "compute_spectra": "bounds_lib.proxies",
+    "score": "bounds_lib.proxies",
+    "open_checkpoint": "bounds_lib.checkpoints",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bounds_lib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
