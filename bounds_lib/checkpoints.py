@@ -33,14 +33,18 @@ Layouts (:data:`SUPPORTED_MODEL_TYPES`):
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import struct
+import threading
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Iterator, Mapping
 
 import numpy as np
+
+from .arrays import as_real_array
 
 __all__ = [
     "CheckpointError",
@@ -88,12 +92,58 @@ def _widen(raw: np.ndarray, st_dtype: str) -> np.ndarray:
     return raw.astype(raw.dtype.newbyteorder("="), copy=False)
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs):
+    """``object_pairs_hook`` for :func:`json.loads`: a JSON object with a repeated key is an error
+    (the plain ``dict`` would silently keep the last entry)."""
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise _DuplicateKey(k)
+        d[k] = v
+    return d
+
+
+def loads_json(text, where: str, what: str = "JSON") -> object:
+    """``json.loads`` that rejects duplicate keys and turns every failure into one :class:`CheckpointError`
+    line — including nesting too deep for Python's parser (``RecursionError``)."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise CheckpointError(f"{where}: {what} names {exc.args[0]!r} twice (duplicate key)") from None
+    except RecursionError:
+        raise CheckpointError(f"{where}: {what} is nested too deeply to be a real one (garbage?)") from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{where}: {what} is not UTF-8 text (garbage header?)") from None
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{where}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+def _nonneg_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 def read_safetensors_header(path) -> tuple[int, dict]:
     """Parse and validate a safetensors header; return ``(data_start, {name: entry})``.
 
-    Raises :class:`CheckpointError` for a file too short to hold a header, a header length beyond the
-    file, a header that is not JSON, an entry without dtype/shape/offsets, or tensor data that runs past
-    the end of the file (a truncated download).
+    The rules are those of the format's own library (``safetensors`` ``Metadata::validate`` and
+    ``deserialize``): an 8-byte little-endian header length within the file and ≤ 100 MB, a JSON object
+    without duplicate names, every entry with a known dtype, a shape of non-negative integers and
+    ``data_offsets`` whose length matches shape × dtype size, and byte ranges that — sorted — are
+    disjoint and cover the data section exactly (no overlap: one tensor would read another's bytes;
+    no gap; nothing past the end: a truncated download; nothing left over). Any violation raises
+    :class:`CheckpointError` with one line saying which.
+
+    Why this is written by hand, next to the library: ``safetensors`` exposes its parser only through
+    ``safe_open`` (which memory-maps the file and, with NumPy, cannot return bfloat16) and through
+    loading the whole buffer; we read one tensor at a time with ``seek``. So the header is parsed here
+    with messages a user can act on, and then the library itself opens the file as a backstop
+    (:func:`_library_check`): a file it rejects is rejected here too, even for a rule not listed above.
     """
     path = Path(path)
     size = path.stat().st_size
@@ -107,9 +157,9 @@ def read_safetensors_header(path) -> tuple[int, dict]:
                 "(garbage header or truncated file)")
         raw = f.read(n)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(f"{path}: safetensors header is not valid JSON (garbage header)") from None
+        header = loads_json(raw, str(path), "safetensors header")
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc} (garbage header)") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: safetensors header is not a JSON object (garbage header)")
     header.pop("__metadata__", None)
@@ -117,20 +167,54 @@ def read_safetensors_header(path) -> tuple[int, dict]:
     entries = {}
     for name, e in header.items():
         try:
-            dtype, shape, (b, end) = e["dtype"], tuple(int(s) for s in e["shape"]), e["data_offsets"]
-        except (KeyError, TypeError, ValueError):
+            dtype, shape, offsets = e["dtype"], e["shape"], e["data_offsets"]
+        except (KeyError, TypeError):
             raise CheckpointError(f"{path}: header entry for {name!r} lacks dtype/shape/data_offsets") from None
-        if dtype not in _ST_DTYPES:
+        if not isinstance(dtype, str) or dtype not in _ST_DTYPES:
             raise CheckpointError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
-        need = int(np.prod(shape, dtype=np.int64)) * _ST_DTYPES[dtype].itemsize
-        if not (0 <= b <= end) or end - b != need:
+        if not isinstance(shape, list) or not all(_nonneg_int(s) for s in shape):
+            raise CheckpointError(f"{path}: tensor {name!r} has an invalid shape {shape!r} "
+                                  "(a list of non-negative integers)")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_nonneg_int(o) for o in offsets)):
+            raise CheckpointError(f"{path}: tensor {name!r} has invalid data_offsets {offsets!r}")
+        b, end = offsets
+        need = math.prod(shape) * _ST_DTYPES[dtype].itemsize  # Python ints: no overflow
+        if not b <= end or end - b != need:
             raise CheckpointError(f"{path}: tensor {name!r} has inconsistent data offsets {b}..{end} "
-                                  f"for shape {shape} {dtype}")
-        if end > data_len:
-            raise CheckpointError(f"{path}: tensor {name!r} ends at byte {end} but the file holds only "
-                                  f"{data_len} data bytes (truncated file)")
-        entries[name] = {"dtype": dtype, "shape": shape, "offsets": (int(b), int(end))}
+                                  f"for shape {tuple(shape)} {dtype}")
+        entries[name] = {"dtype": dtype, "shape": tuple(shape), "offsets": (b, end)}
+    start, prev = 0, None
+    for name, e in sorted(entries.items(), key=lambda kv: kv[1]["offsets"]):
+        b, end = e["offsets"]
+        if b < start:
+            raise CheckpointError(f"{path}: tensors {prev!r} and {name!r} overlap (bytes {b}..{start}); "
+                                  "one would read the other's data (corrupt header)")
+        if b > start:
+            raise CheckpointError(f"{path}: bytes {start}..{b} of the data section belong to no tensor "
+                                  f"(gap before {name!r}; corrupt header)")
+        start, prev = end, name
+    if start > data_len:
+        raise CheckpointError(f"{path}: tensor {prev!r} ends at byte {start} but the file holds only "
+                              f"{data_len} data bytes (truncated file)")
+    if start < data_len:
+        raise CheckpointError(f"{path}: the last {data_len - start} bytes of the data section belong to no "
+                              "tensor (corrupt header or wrong file)")
+    _library_check(path)
     return 8 + n, entries
+
+
+def _library_check(path: Path):
+    """Let the ``safetensors`` library parse the header too (it maps the file but reads no tensor data)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:  # pragma: no cover - safetensors is a dependency
+        return
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except Exception as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        raise CheckpointError(f"{path}: the safetensors library rejects the file ({msg})") from None
 
 
 class TensorSource:
@@ -164,6 +248,10 @@ class TensorSource:
             # pass); only a non-finite sum (huge weights, or a bad entry) needs the full check
             finite = np.isfinite(np.sum(probe, dtype=np.float64)) or np.all(np.isfinite(probe))
         if not finite:
+            if probe is A and np.all(np.isfinite(raw)):
+                raise CheckpointError(f"{self.description}: tensor {name!r} has entries beyond the {A.dtype} "
+                                      f"range (largest |entry| {float(np.max(np.abs(raw))):.3g}); analyse it "
+                                      "in float64 (--dtype float64)")
             bad = int(probe.size - np.count_nonzero(np.isfinite(probe)))
             raise CheckpointError(f"{self.description}: tensor {name!r} contains {bad} NaN or infinite "
                                   "entries; the weights are corrupt")
@@ -189,13 +277,18 @@ class SafetensorsSource(TensorSource):
 
     kind = "safetensors"
 
-    def __init__(self, files, config: dict, description: str = ""):
+    def __init__(self, files, config: dict, description: str = "", weight_map: Mapping | None = None):
         self._init_files(files, config, description)
         self._where = {}
         for f in self.files:
             start, entries = read_safetensors_header(f)
             for name, e in entries.items():
+                if name in self._where:
+                    raise CheckpointError(f"{self.description}: tensor {name!r} is stored in two files, "
+                                          f"{self._where[name][0].name} and {f.name}; which one is meant is "
+                                          "ambiguous")
                 self._where[name] = (f, start, e)
+        _check_weight_map(self, weight_map, lambda name: self._where[name][0])
 
     def names(self):
         return list(self._where)
@@ -220,15 +313,17 @@ class SafetensorsSource(TensorSource):
         return _widen(raw, e["dtype"])
 
 
-def _torch_to_numpy(t) -> np.ndarray:
-    import torch
-
-    t = t.detach().cpu()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        t = t.to(torch.float32)  # exact widening
-    if not t.is_floating_point():
-        raise CheckpointError(f"tensor has non-float dtype {t.dtype}")
-    return t.numpy()
+def _check_weight_map(source, weight_map, file_of):
+    """Every tensor the shard index names must sit in exactly the shard (a path) the index names."""
+    if weight_map is None:
+        return
+    for name, shard in weight_map.items():
+        if name not in source._name_set():
+            raise CheckpointError(f"{source.description}: the shard index lists tensor {name!r} in {shard}, "
+                                  "but no shard holds it")
+        if file_of(name) != shard:
+            raise CheckpointError(f"{source.description}: the shard index puts tensor {name!r} in {shard.name}, "
+                                  f"but it is stored in {file_of(name).name}")
 
 
 class _MappingSource(TensorSource):
@@ -244,10 +339,10 @@ class _MappingSource(TensorSource):
         return str(self._tensors[name].dtype).replace("torch.", "")
 
     def read_raw(self, name):
-        t = self._tensors[name]
-        if isinstance(t, np.ndarray):
-            return t
-        return _torch_to_numpy(t)
+        try:
+            return as_real_array(self._tensors[name], f"tensor {name!r}", allow_integer=False)
+        except ValueError as exc:
+            raise CheckpointError(f"{self.description}: {exc}") from None
 
 
 class TorchBinSource(_MappingSource):
@@ -255,11 +350,11 @@ class TorchBinSource(_MappingSource):
 
     kind = "pytorch-bin"
 
-    def __init__(self, files, config: dict, description: str = ""):
+    def __init__(self, files, config: dict, description: str = "", weight_map: Mapping | None = None):
         import torch
 
         self._init_files(files, config, description)
-        self._tensors = {}
+        self._tensors, self._file_of = {}, {}
         for f in self.files:
             try:
                 sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
@@ -271,7 +366,14 @@ class TorchBinSource(_MappingSource):
                     raise CheckpointError(f"{f}: cannot read PyTorch weights ({msg})") from None
             if not isinstance(sd, Mapping):
                 raise CheckpointError(f"{f}: does not contain a state dict")
-            self._tensors.update(sd)
+            for name, t in sd.items():
+                if name in self._tensors:
+                    raise CheckpointError(f"{self.description}: tensor {name!r} is stored in two files, "
+                                          f"{self._file_of[name].name} and {f.name}; which one is meant is "
+                                          "ambiguous")
+                self._tensors[name] = t
+                self._file_of[name] = f
+        _check_weight_map(self, weight_map, lambda name: self._file_of[name])
 
 
 class StateDictSource(_MappingSource):
@@ -298,12 +400,43 @@ def _load_config(directory: Path) -> dict:
         raise CheckpointError(f"{directory}: no config.json (a model directory needs config.json next to "
                               "its weights)")
     try:
-        config = json.loads(cfg.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{cfg}: not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})") from None
+        text = cfg.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"{cfg}: cannot be read ({exc.strerror or exc})") from None
+    config = loads_json(text, str(cfg), "config.json")
     if not isinstance(config, dict):
         raise CheckpointError(f"{cfg}: must hold a JSON object")
     return config
+
+
+def _shard_path(directory: Path, index: Path, shard) -> Path:
+    """The file a shard index names, which must be a relative path inside the model folder.
+
+    The check is on the *name* (no absolute path, no ``..``): a Hugging Face cache snapshot holds
+    symlinks into a sibling ``blobs/`` folder, so resolving links would reject every cached model.
+    """
+    if not isinstance(shard, str) or not shard:
+        raise CheckpointError(f"{index}: weight_map values must be shard file names (strings), got {shard!r}")
+    pure = PurePosixPath(shard.replace("\\", "/"))
+    if pure.is_absolute() or PureWindowsPath(shard).is_absolute() or PureWindowsPath(shard).drive \
+            or ".." in pure.parts:
+        raise CheckpointError(f"{index}: shard path {shard!r} leaves the model folder (only file names "
+                              "inside the folder are allowed)")
+    return directory / pure
+
+
+def _read_weight_map(directory: Path, index: Path) -> dict:
+    """``{tensor name: shard path}`` from a ``*.index.json``, validated."""
+    doc = loads_json(index.read_bytes(), str(index), "shard index")
+    if not isinstance(doc, dict) or "weight_map" not in doc:
+        raise CheckpointError(f"{index}: not a valid shard index (needs a 'weight_map' object)")
+    wm = doc["weight_map"]
+    if not isinstance(wm, dict):
+        raise CheckpointError(f"{index}: 'weight_map' must be an object mapping tensor names to shard files, "
+                              f"got a {type(wm).__name__}")
+    if not wm:
+        raise CheckpointError(f"{index}: 'weight_map' is empty")
+    return {name: _shard_path(directory, index, shard) for name, shard in wm.items()}
 
 
 def _open_directory(directory: Path, description: str | None = None) -> TensorSource:
@@ -315,15 +448,12 @@ def _open_directory(directory: Path, description: str | None = None) -> TensorSo
                             ("pytorch_model.bin.index.json", TorchBinSource)):
         index = directory / index_name
         if index.is_file():
-            try:
-                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError):
-                raise CheckpointError(f"{index}: not a valid shard index (needs a 'weight_map')") from None
+            weight_map = _read_weight_map(directory, index)
             shards = sorted(set(weight_map.values()))
-            missing = [s for s in shards if not (directory / s).is_file()]
+            missing = [s for s in shards if not s.is_file()]
             if missing:
-                raise CheckpointError(f"{index}: shard {missing[0]} listed in the index is missing")
-            return cls([directory / s for s in shards], config, desc)
+                raise CheckpointError(f"{index}: shard {missing[0].name} listed in the index is missing")
+            return cls(shards, config, desc, weight_map=weight_map)
     if (directory / "model.safetensors").is_file():
         return SafetensorsSource([directory / "model.safetensors"], config, desc)
     others = sorted(directory.glob("*.safetensors"))
@@ -339,15 +469,54 @@ def _env_true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision: str | None = None) -> Path:
+#: Default deadline (seconds) of a whole Hub download; ``download_timeout=`` / ``--download-timeout``.
+DOWNLOAD_TIMEOUT_S = 600.0
+#: Seconds any single network request may wait for the server (connect or first byte).
+REQUEST_TIMEOUT_S = 20.0
+
+
+def _run_with_deadline(fn, deadline: float, what: str):
+    """``fn()`` in a daemon thread; :class:`CheckpointError` if it has not returned after ``deadline`` s.
+
+    A blocked request cannot be cancelled from outside in Python; the thread is abandoned (daemon: it
+    never keeps the process alive) and the caller gets one clear line instead of a hang.
+    """
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name="bounds-lib-download", daemon=True)
+    t.start()
+    t.join(deadline)
+    if t.is_alive():
+        raise CheckpointError(f"{what} did not finish within {deadline:g} s (the server did not answer in "
+                              "time; raise --download-timeout, or check the network)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision: str | None = None,
+                   download_timeout: float | None = None, endpoint: str | None = None) -> Path:
     """Local snapshot directory of Hub model ``repo_id``.
 
     The local Hugging Face cache is always tried first. A download happens only when it is allowed
     (``allow_download=True``, or ``allow_download=None`` and ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``) *and*
     ``HF_HUB_OFFLINE`` is not set; otherwise a missing model is a :class:`CheckpointError`.
+    Every request waits at most :data:`REQUEST_TIMEOUT_S` for the server, and the whole download at
+    most ``download_timeout`` seconds (default :data:`DOWNLOAD_TIMEOUT_S`); then a
+    :class:`CheckpointError`. ``endpoint``: the Hub's address (default ``HF_ENDPOINT`` or huggingface.co).
     """
     from huggingface_hub import snapshot_download
 
+    deadline = DOWNLOAD_TIMEOUT_S if download_timeout is None else float(download_timeout)
+    if not (math.isfinite(deadline) and deadline > 0):
+        raise ValueError(f"download_timeout must be a positive number of seconds, got {download_timeout!r}")
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     patterns = ["config.json", "*.safetensors", "model.safetensors.index.json"]
     try:
         path = Path(snapshot_download(repo_id, revision=revision, local_files_only=True,
@@ -362,18 +531,28 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
         why = "HF_HUB_OFFLINE is set" if (allowed and offline) else f"downloads are off (set {ALLOW_DOWNLOAD_ENV}=1 or pass --allow-download)"
         raise CheckpointError(f"{repo_id!r} is neither an existing path nor a Hub model in the local cache, "
                               f"and {why}")
-    try:
-        path = Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    request_timeout = min(REQUEST_TIMEOUT_S, deadline)
+
+    def download():
+        # etag_timeout bounds the metadata requests; file transfers use huggingface_hub's own read
+        # timeout (HF_HUB_DOWNLOAD_TIMEOUT, 10 s by default); the deadline bounds retries and the total
+        kw = dict(revision=revision, etag_timeout=request_timeout, endpoint=endpoint)
+        path = Path(snapshot_download(repo_id, allow_patterns=patterns, **kw))
         if not any(path.glob("*.safetensors")):
-            path = Path(snapshot_download(repo_id, revision=revision,
-                                          allow_patterns=["config.json", "pytorch_model*.bin*"]))
+            path = Path(snapshot_download(repo_id, allow_patterns=["config.json", "pytorch_model*.bin*"], **kw))
+        return path
+
+    try:
+        return _run_with_deadline(download, deadline, f"downloading {repo_id!r} from the Hub")
+    except CheckpointError:
+        raise
     except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        msg = " ".join(str(exc).split()[:40]) if str(exc) else type(exc).__name__
         raise CheckpointError(f"cannot download {repo_id!r} from the Hub: {msg}") from None
-    return path
 
 
-def open_checkpoint(model, *, config: Mapping | None = None, allow_download: bool | None = None) -> TensorSource:
+def open_checkpoint(model, *, config: Mapping | None = None, allow_download: bool | None = None,
+                    download_timeout: float | None = None) -> TensorSource:
     """Open ``model`` as a :class:`TensorSource`.
 
     ``model`` may be a local directory (``str`` / ``Path``), a Hub id such as
@@ -398,7 +577,15 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
         raise CheckpointError(f"cannot read a model from a {type(model).__name__}; pass a directory, a Hub id, "
                               "a torch module or a state dict")
     text = os.fspath(model)
-    path = Path(text).expanduser()
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise CheckpointError("the model argument is empty; pass a model directory or a Hub id")
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "~nouser/x": no such user
+        raise CheckpointError(f"{text}: cannot expand {text.split('/')[0]!r} (no such user); "
+                              "pass the model directory's full path") from None
     if path.exists():
         if path.is_file():
             raise CheckpointError(f"{path}: is a file; pass the model directory that holds config.json and "
@@ -407,7 +594,7 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
     looks_like_path = text.startswith((".", "/", "~")) or text.count("/") > 1 or os.sep in text.replace("/", "")
     if looks_like_path or not _HUB_ID.fullmatch(text):
         raise CheckpointError(f"{text}: no such model directory")
-    snapshot = resolve_hub_id(text, allow_download=allow_download)
+    snapshot = resolve_hub_id(text, allow_download=allow_download, download_timeout=download_timeout)
     return _open_directory(snapshot, description=f"{text} (Hub cache: {snapshot})")
 
 
@@ -502,11 +689,13 @@ def _positive_int(value, name):
     return value
 
 
-def detect_architecture(source: TensorSource) -> ArchitectureSpec:
+def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = False) -> ArchitectureSpec:
     """Read the layout of ``source`` from its config and tensor names, checking every layer's tensors.
 
     Raises :class:`CheckpointError` naming the problem: an unsupported ``model_type``, heads that do
-    not divide the hidden size, a layer without one of its tensors, or a tensor of the wrong shape.
+    not divide the hidden size, a layer without one of its tensors, a tensor of the wrong shape, or
+    weights with more layers than ``config.json`` declares (unless ``allow_extra_layers``: the caller
+    analyses a prefix on purpose).
     """
     cfg = source.config
     model_type = cfg.get("model_type")
@@ -565,6 +754,14 @@ def detect_architecture(source: TensorSource) -> ArchitectureSpec:
     spec = ArchitectureSpec(family=family, model_type=str(model_type), n_layers=L, hidden=N, n_heads=H,
                             n_kv_heads=Hk, head_dim=hd, d_ff=F, activation=str(act), prefix=prefixes[0],
                             gated_ffn=(family == "llama"))
+    extra = f"{spec.prefix}{stack}.{L}.{first}"
+    if extra in source and not allow_extra_layers:
+        n_found = L
+        while f"{spec.prefix}{stack}.{n_found}.{first}" in source:
+            n_found += 1
+        raise CheckpointError(f"{source.description}: config.json says {L} layers but the weights hold at "
+                              f"least {n_found}; fix config.json, or pass --layers K (layers=K) to analyse "
+                              "the first K layers on purpose")
     shapes = spec.expected_shapes()
     for layer in range(L):
         for role, name in spec.tensor_names(layer).items():

@@ -97,6 +97,14 @@ class MatrixSpectrum:
     norm_21: float
     norm_11: float
 
+    def __post_init__(self):
+        # spectra are shared (SpectraCache, prefixes, rescoring): hand them out read-only
+        s = np.asarray(self.sigma, dtype=np.float64)
+        if s.flags.writeable:
+            s = s.view()
+            s.flags.writeable = False
+        object.__setattr__(self, "sigma", s)
+
     @property
     def sigma1(self) -> float:
         """Spectral norm ``σ₁ = C₂``."""
@@ -109,7 +117,9 @@ class MatrixSpectrum:
 
     @property
     def frobenius(self) -> float:
-        return float(np.sqrt(np.sum(self.sigma**2)))
+        """``‖W‖_F = σ₁·√Σ(σ_i/σ₁)²`` — scaled by ``σ₁``, so that no square overflows or underflows."""
+        s0 = self.sigma[0]
+        return 0.0 if s0 == 0 else float(s0 * np.sqrt(np.sum((self.sigma / s0) ** 2)))
 
     @property
     def nuclear(self) -> float:
@@ -117,8 +127,9 @@ class MatrixSpectrum:
 
     @property
     def stable_rank(self) -> float:
-        """``‖W‖_F² / ‖W‖₂²`` (0 for a zero matrix)."""
-        return 0.0 if self.sigma[0] == 0 else float(np.sum(self.sigma**2) / self.sigma[0] ** 2)
+        """``‖W‖_F² / ‖W‖₂² = Σ(σ_i/σ₁)²`` (0 for a zero matrix)."""
+        s0 = self.sigma[0]
+        return 0.0 if s0 == 0 else float(np.sum((self.sigma / s0) ** 2))
 
     def scaled(self, s: float) -> "MatrixSpectrum":
         """The spectrum of ``s·W`` (``s > 0``): σ and both norms times ``s``."""
@@ -266,9 +277,42 @@ def _clean_sigma(core_sigma, n_full):
     return s
 
 
+#: Matrices whose largest |entry| lies outside [2^-16, 2^16] are scaled by a power of two (exact) before
+#: products, QRs, SVDs and norms, and the results scaled back in float64: in float32 a product of two
+#: 1e20 entries overflows (LAPACK then prints "DLASCL ... illegal value" and returns NaN), in float64
+#: entries near 1e200 do. Moderate weights — every trained model we know — are not touched.
+_SAFE_EXPONENT = 16
+
+
+def _pow2_scaled(W):
+    """``(W·2^-e, e)`` with ``max|W·2^-e|`` in [1/2, 1) when ``W`` is outside the safe range, else ``(W, 0)``."""
+    m = float(np.max(np.abs(W))) if W.size else 0.0
+    if m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT:
+        return W, 0
+    e = math.frexp(m)[1]
+    return np.ldexp(W, -e).astype(W.dtype, copy=False), e
+
+
+def _unscale(sigma, n21, n11, e):
+    """Spectrum and norms of ``2^e·W`` from those of ``W``, in float64; check that they are finite."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if e:
+        sigma, n21, n11 = np.ldexp(sigma, e), math.ldexp(float(n21), e), (
+            float(n11) if math.isnan(n11) else math.ldexp(float(n11), e))
+    return sigma, float(n21), float(n11)
+
+
 def _dense_spectrum(W):
-    sigma = np.linalg.svd(W, compute_uv=False).astype(np.float64, copy=False)
-    return sigma, float(np.sum(np.linalg.norm(W, axis=0))), float(np.sum(np.abs(W)))
+    W, e = _pow2_scaled(W)
+    sigma = np.linalg.svd(W, compute_uv=False)
+    return _unscale(sigma, np.sum(np.linalg.norm(W, axis=0)), np.sum(np.abs(W)), e)
+
+
+def _check_finite(res, lw, kind, dtype_name):
+    for s, n21, n11 in res:
+        if not (np.all(np.isfinite(s)) and math.isfinite(n21) and not math.isinf(n11)):
+            raise ValueError(f"layer {lw.layer} {kind}: singular values or norms exceed the float64 range "
+                             f"(weights too large to analyse, computed in {dtype_name})")
 
 
 def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache | None = None,
@@ -294,18 +338,30 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
     def heads(kind, A_full, B_full, explicit):
         # A_full: (N, H·d) query/value side; B_full: (N, G·d) key/output side (head-major columns)
         def compute():
+            As, ea = _pow2_scaled(A_full)
+            Bs, eb = _pow2_scaled(B_full)
+            g = groups if kind == "QK" else np.arange(H)
             if mode == "paper":
                 res = []
                 for h in range(H):
-                    P = explicit(h)
-                    res.append(_dense_spectrum(P))
+                    if ea == eb == 0:
+                        P = explicit(h)  # the released products, bit for bit
+                    else:
+                        P = As[:, h * d:(h + 1) * d] @ Bs[:, g[h] * d:(g[h] + 1) * d].T
+                    s, n21, n11 = _dense_spectrum(P)
+                    res.append(_unscale(s, n21, n11, ea + eb))
                 return res
-            A = _stack_heads(A_full, H, d)
-            B = _stack_heads(B_full, B_full.shape[1] // d, d)
+            A = _stack_heads(As, H, d)
+            B = _stack_heads(Bs, Bs.shape[1] // d, d)
             sig, n21, n11 = head_product_spectra(A, B, groups if kind == "QK" else None, entrywise=entrywise)
-            return [(_clean_sigma(sig[h], N), float(n21[h]), float(n11[h])) for h in range(H)]
+            res = []
+            for h in range(H):
+                s_h, a, b = _unscale(sig[h], n21[h], n11[h], ea + eb)
+                res.append((_clean_sigma(s_h, N), a, b))
+            return res
 
         res = cached(kind, (A_full, B_full), compute)
+        _check_finite(res, lw, kind, dt)
         for h, (s, n21, n11) in enumerate(res):
             out.append(MatrixSpectrum(lw.layer, h, kind, (N, N), s, n21, n11))
         if on_step:
@@ -317,6 +373,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
     heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
     for kind, W in (("M_in", lw.M_in), ("M_out", lw.M_out)):
         s, n21, n11 = cached(kind, (W,), lambda W=W: _dense_spectrum(W), by_mode=False)
+        _check_finite([(s, n21, n11)], lw, kind, dt)
         out.append(MatrixSpectrum(lw.layer, -1, kind, tuple(W.shape), s, n21, n11))
         if on_step:
             on_step(kind)
@@ -325,7 +382,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
 
 def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None, cache: SpectraCache | None = None,
                     entrywise: bool = True, progress=None, allow_download: bool | None = None,
-                    config=None, jobs: int = 1) -> ModelSpectra:
+                    config=None, jobs: int = 1, download_timeout: float | None = None) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (see the module docstring).
 
     ``model``: anything :func:`bounds_lib.checkpoints.open_checkpoint` accepts. ``layers``: keep only
@@ -334,7 +391,10 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None,
     ``jobs``: layers decomposed in worker threads while the next layer is read; at most ``jobs + 1``
     layers are in memory at once, and the result is identical to ``jobs=1`` (``0``: one job per CPU
     core). The gain is the overlap of reading, products and norms with the SVDs (measured in
-    ``benchmarks/``); the SVDs themselves do not run faster in threads here.
+    ``benchmarks/``); the SVDs themselves do not run faster in threads here. ``download_timeout``:
+    deadline in seconds of a Hub download (see :func:`bounds_lib.checkpoints.resolve_hub_id`).
+    Weights of extreme magnitude are scaled by powers of two before any product (exact); a result
+    beyond float64 raises :class:`ValueError` instead of returning ``inf`` or ``NaN``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -342,8 +402,8 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None,
     if dtype not in (np.float64, np.float32):
         raise ValueError(f"dtype must be float64 or float32, got {dtype}")
     t0 = time.perf_counter()
-    source = open_checkpoint(model, config=config, allow_download=allow_download)
-    arch = detect_architecture(source)
+    source = open_checkpoint(model, config=config, allow_download=allow_download, download_timeout=download_timeout)
+    arch = detect_architecture(source, allow_extra_layers=layers is not None)
     if layers is not None:
         if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= arch.n_layers:
             raise ValueError(f"layers must be an integer in 1..{arch.n_layers}, got {layers!r}")
