@@ -7,7 +7,10 @@
 * Aggregations: ``B = Σ T* + √L`` (released) and ``B = √(Σ T*²) + √L`` (matches the examples
   table; see the book's reconstructions page); both in log space.
 * Rounding cost (Chapter 4, ``ch04-lem-rounding``) and the union-bound penalty over grid points and
-  dyadic shells (Chapter 4, ``ch04-thm-uniform``) — reconstructions by the book.
+  shells of the radii (Chapter 4, ``ch04-thm-uniform``) — reconstructions by the book.
+* Shells of ratio ``ρ``: a radius ``r`` is rounded up to ``ρ^j``, ``j = ⌈log_ρ r⌉``. Dyadic shells
+  (``ρ = 2``) inflate a product of ``k`` rounded radii by up to ``2^k``; geometric shells
+  ``ρ = 1 + 1/L`` by at most ``(1 + 1/L)^k ≤ e^{k/L}`` (Chapter 4, ``ch04-lem-shells``).
 """
 from __future__ import annotations
 
@@ -30,7 +33,12 @@ __all__ = [
     "rounding_cost_bound",
     "round_up_to_grid",
     "shell_index",
+    "shell_top",
+    "geometric_ratio",
     "shell_log_weight",
+    "shell_union_cost",
+    "log_alpha_inflation",
+    "falsify_shell_inflation",
     "union_bound_log_count",
     "uniformity_penalty",
 ]
@@ -173,12 +181,40 @@ def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
     return delta * (lpos / 2.0 + lneg / 4.0 + np.abs(2.0 * np.asarray(log_K) + np.log(N)) / 4.0)
 
 
-def shell_index(r):
-    """Dyadic shell ``j = ⌈log₂ r⌉`` of a positive radius ``r`` (``2^{j−1} < r ≤ 2^j``)."""
+def _ratio(ratio):
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not (1.0 < ratio < math.inf):
+        raise ValueError(f"shell ratio must be a real number > 1 (2 for dyadic shells, 1 + 1/L for "
+                         f"geometric ones), got {ratio!r}")
+    return float(ratio)
+
+
+def geometric_ratio(L):
+    """``ρ = 1 + 1/L`` — the shell ratio of Chapter 4 (``ch04-lem-shells``): ``ρ^{3L} ≤ e³``."""
+    L = _int_at_least_1(L, "L (number of layers)")
+    return 1.0 + 1.0 / L
+
+
+def shell_index(r, ratio=2.0):
+    """Shell ``j = ⌈log_ρ r⌉`` of a positive radius ``r`` (``ρ^{j−1} < r ≤ ρ^j``); ``ρ = 2``: dyadic.
+
+    Computed with exact integer powers around the logarithm, so a radius equal to ``ρ^j`` is in shell ``j``.
+    """
+    rho = _ratio(ratio)
     r = np.asarray(r, dtype=np.float64)
     if np.any(~(r > 0)) or np.any(~np.isfinite(r)):
-        raise ValueError("radii must be positive and finite to have a dyadic shell")
-    return np.ceil(np.log2(r)).astype(int)
+        raise ValueError("radii must be positive and finite to have a shell")
+    j = np.ceil(np.log(r) / math.log(rho)).astype(np.int64)
+    # repair floating-point error in the logarithm: enforce ρ^{j-1} < r ≤ ρ^j
+    j = np.where(np.power(rho, j.astype(float)) < r, j + 1, j)
+    j = np.where(np.power(rho, (j - 1).astype(float)) >= r, j - 1, j)
+    return j if j.ndim else int(j)
+
+
+def shell_top(r, ratio=2.0):
+    """``ρ^{⌈log_ρ r⌉} ∈ [r, ρ r)`` — the radius that the union bound uses for ``r``."""
+    rho = _ratio(ratio)
+    out = np.power(rho, np.asarray(shell_index(r, rho), dtype=np.float64))
+    return out if np.ndim(out) else float(out)
 
 
 def shell_log_weight(j):
@@ -187,30 +223,130 @@ def shell_log_weight(j):
     return np.log(2.0 / 3.0) - np.log(j + 1.0) - np.log(j + 2.0)
 
 
-def union_bound_log_count(L, N, matrices_per_layer=3, shell_indices=None):
-    """``log`` of the inverse union-bound weight: ``M·log(2m+1) − Σ log w_j`` (``M`` = number of matrices).
+def union_bound_log_count(L, N, matrices_per_layer=3, shell_indices=None, radii=None, ratio=None):
+    """``log`` of the inverse union-bound weight: ``M·log(2m+1) + Σ log(1/w_j)`` (``M = L·matrices_per_layer``).
 
-    Every matrix chooses its own grid point (``2m+1`` options) and, for each of its radii, a dyadic
-    shell ``j`` with weight :func:`shell_log_weight`. ``shell_indices``: iterable of shell indices of
-    all radii (default none, i.e. only the grid).
+    Every matrix chooses its own grid point (``2m+1`` options) and, for each of its radii, a shell
+    ``j`` with weight :func:`shell_log_weight`. Give either ``shell_indices`` (shell indices of all radii)
+    or ``radii`` with the shell ``ratio`` (default ``1 + 1/L``, Chapter 4 ``ch04-lem-shells``); neither:
+    only the grid is counted.
     """
     m = grid_resolution(L, N)
     k = _int_at_least_1(matrices_per_layer, "matrices_per_layer")
     out = L * k * math.log(2 * m + 1)
+    if shell_indices is not None and radii is not None:
+        raise ValueError("give shell_indices or radii, not both")
     if shell_indices is not None:
         out -= float(np.sum(shell_log_weight(np.asarray(list(shell_indices)))))
+    if radii is not None:
+        out += shell_union_cost(radii, geometric_ratio(L) if ratio is None else ratio)
     return out
 
 
-def uniformity_penalty(L, N, n, delta=0.05, matrices_per_layer=3, shell_indices=None):
+def uniformity_penalty(L, N, n, delta=0.05, matrices_per_layer=3, shell_indices=None, radii=None, ratio=None):
     """``√((log count + log(1/δ)) / (2n))`` — the price of choosing p and the shells after training.
 
-    With a fixed number of matrices per layer (``matrices_per_layer``, 3 in the single-head model) its
-    leading order is ``√(3L log(2(L + ln N) + 1)/(2n)) ≍ √(L log(L + log N)/n)``, the cost stated in the
-    paper's summary; for multi-head models the count grows with the heads (Chapter 4).
+    With a fixed number of matrices per layer (``matrices_per_layer``, 3 in the single-head model) the
+    grid part is ``√(3L log(2(L + ln N) + 1)/(2n)) ≍ √(L log(L + log N)/n)``, the cost stated in the
+    paper's summary; the shells of the ``radii`` (:func:`union_bound_log_count`) add ``O(log L)`` nats
+    per radius. For multi-head models the count grows with the heads (Chapter 4).
     """
     n = _int_at_least_1(n, "n (sample size)")
     if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (0 < delta < 1):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    c = union_bound_log_count(L, N, matrices_per_layer, shell_indices)
+    c = union_bound_log_count(L, N, matrices_per_layer, shell_indices, radii, ratio)
     return math.sqrt((c + math.log(1.0 / delta)) / (2.0 * n))
+
+
+def shell_union_cost(r, ratio=2.0):
+    """``Σ log(1/w_j)`` over the radii ``r`` with ``j = shell_index(r, ρ)`` — the union-bound cost in nats.
+
+    For geometric shells ``|j| ≈ L·|log r|``, so each radius costs ``≈ 2 log(L |log r| + 2) + log 1.5``:
+    ``O(log L)`` per radius (Chapter 4, ``ch04-lem-shells``).
+    """
+    j = shell_index(np.atleast_1d(np.asarray(r, dtype=np.float64)), ratio)
+    return float(-np.sum(shell_log_weight(j)))
+
+
+def log_alpha_inflation(C_M, C_V, C_QK, ratio, L_phi=1.0, softmax_const=1.0):
+    """``log α⁽⁰⁾(rounded radii) − log α⁽⁰⁾(radii)``: every spectral norm rounded up to its shell top.
+
+    ``C_M, C_V, C_QK``: spectral norms per layer (length ``L``), ``α⁽⁰⁾ = Π_{k=1}^{L-1} Λ_k`` with
+    ``Λ_k = L_φ C_M C_V (1 + 2c C_QK)`` (:func:`bounds_lib.propagation.log_layer_lipschitz`). Arrays of shape
+    ``(trials, L)`` give one value per row. Chapter 4, ``ch04-lem-shells``.
+    """
+    from .propagation import log_layer_lipschitz
+
+    rho = _ratio(ratio)
+    arrs = [np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (C_M, C_V, C_QK)]
+    if not (arrs[0].shape == arrs[1].shape == arrs[2].shape):
+        raise ValueError(f"C_M, C_V, C_QK must have one shape, got {[a.shape for a in arrs]}")
+    true = log_layer_lipschitz(*arrs, L_phi, softmax_const)
+    top = log_layer_lipschitz(*(shell_top(a, rho) for a in arrs), L_phi, softmax_const)
+    out = np.sum(top[:, 1:] - true[:, 1:], axis=1)
+    return out if np.ndim(C_M) > 1 else float(out[0])
+
+
+def _sawtooth_adversary(objective, lo, hi, dim, rng, starts):
+    """Maximise a separable, increasing-between-jumps objective over ``[lo, hi]^dim``.
+
+    Random starts, then per coordinate the best point just above a shell top (where a rounded radius
+    is largest relative to the radius) among a fine log-grid — a coordinate ascent that ends at a
+    local maximum of each coordinate's sawtooth. Returns the best point found.
+    """
+    grid = np.geomspace(lo, hi, 4001)
+    best_x, best_v = None, -np.inf
+    for x in rng.uniform(lo, hi, (starts, dim)):
+        v = objective(x)
+        for _ in range(2):  # two sweeps of coordinate ascent
+            for i in range(dim):
+                cand = np.repeat(x[None, :], grid.size, axis=0)
+                cand[:, i] = grid
+                vals = objective(cand)
+                k = int(np.argmax(vals))
+                if vals[k] > v:
+                    x, v = cand[k].copy(), float(vals[k])
+        if v > best_v:
+            best_x, best_v = x.copy(), v
+    return best_x, best_v
+
+
+def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000, low=0.5, high=4.0,
+                            adversarial_starts=3, what="product"):
+    """Check ``log inflation ≤ bound_log`` by random draws and an adversarial search (Chapter 4).
+
+    ``what="product"``: the inflation of a product of the ``3(L−1)`` spectral radii of
+    ``α⁽⁰⁾`` (the lemma's key step, tight as every radius approaches a shell top from above);
+    ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself (:func:`log_alpha_inflation`, tight softmax constant).
+    Radii are drawn log-uniformly in ``[low, high]``. ``ratio`` defaults to ``1 + 1/L``; ``bound_log``
+    defaults to ``3(L−1)·log ρ``. Returns a :class:`bounds_lib.interpolation.Falsification` whose ratios
+    are ``log inflation / bound_log``; the adversarial optimum is the last entry.
+    """
+    from .interpolation import Falsification
+
+    L = _int_at_least_1(L, "L (number of layers)")
+    if L < 2:
+        raise ValueError("L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1")
+    rho = geometric_ratio(L) if ratio is None else _ratio(ratio)
+    k = 3 * (L - 1)
+    bound_log = k * math.log(rho) if bound_log is None else float(bound_log)
+    if not bound_log > 0:
+        raise ValueError(f"bound_log must be positive, got {bound_log!r}")
+    if not (0 < low < high < math.inf):
+        raise ValueError(f"need 0 < low < high, got low={low!r}, high={high!r}")
+
+    def objective(x):
+        x = np.atleast_2d(x)
+        if what == "product":
+            return np.sum(np.log(shell_top(x[:, 3:], rho)) - np.log(x[:, 3:]), axis=1)
+        return log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], rho)
+
+    if what not in ("product", "alpha"):
+        raise ValueError(f"what must be 'product' or 'alpha', got {what!r}")
+    draws = np.exp(rng.uniform(math.log(low), math.log(high), (int(trials), 3 * L)))
+    vals = objective(draws)
+    if adversarial_starts:
+        _, v = _sawtooth_adversary(objective, low, high, 3 * L, rng, int(adversarial_starts))
+        vals = np.append(vals, v)
+    name = f"shells rho={rho:.4g}: {what} of {k} radii"
+    return Falsification(name, vals / bound_log)

@@ -101,5 +101,66 @@ def test_logsumexp_matches_scipy(xs):
 
     assert logsumexp(np.array(xs)) == pytest.approx(float(ref(xs)), rel=1e-12, abs=1e-12)
     A = np.array([xs, xs[::-1]])
-    np.testing.assert_allclose(logsumexp(A, axis=1), ref(A, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(logsumexp(A, axis=1), ref(A, axis=1), rtol=1e-12, atol=1e-12)
     assert logsumexp([-np.inf, -np.inf]) == -np.inf
+
+
+# ---- shells of the radii (Chapter 4, ch04-lem-shells) ----
+from bounds_lib.peeling import (falsify_shell_inflation, geometric_ratio, log_alpha_inflation, shell_top,
+                                shell_union_cost)
+
+
+def test_shell_index_exact_powers_and_ratio():
+    rho = geometric_ratio(12)
+    assert rho == 1 + 1 / 12
+    for j in range(-40, 41):
+        top = np.power(rho, float(j))
+        assert shell_index(top, rho) == j                # a radius equal to ρ^j is in shell j
+        assert shell_index(np.nextafter(top, np.inf), rho) == j + 1
+    r = np.geomspace(1e-3, 1e3, 500)
+    t = shell_top(r, rho)
+    assert np.all(t >= r) and np.all(t < rho * r)       # ρ^{j-1} < r ≤ ρ^j
+    assert shell_top(3.0) == 4.0 and shell_top(0.3) == 0.5
+    with pytest.raises(ValueError):
+        shell_index(1.0, ratio=1.0)
+
+
+def test_shell_union_cost_closed_form():
+    # shell j = 0 has weight 2/(3·1·2) = 1/3; shell ±5 has weight 2/(3·6·7)
+    assert np.isclose(shell_union_cost([1.0]), np.log(3))
+    assert np.isclose(shell_union_cost([32.0, 1 / 32]), 2 * np.log(3 * 6 * 7 / 2))
+    rho = geometric_ratio(10)
+    j = shell_index(2.0, rho)
+    assert np.isclose(shell_union_cost([2.0], rho), np.log(1.5 * (j + 1) * (j + 2)))
+    m = grid_resolution(4, 128)
+    assert np.isclose(union_bound_log_count(4, 128, radii=[1.0, 1.0]), 12 * math.log(2 * m + 1) + 2 * np.log(3))
+    with pytest.raises(ValueError):
+        union_bound_log_count(4, 128, shell_indices=[0], radii=[1.0])
+
+
+def test_alpha_inflation_closed_form_and_bound():
+    # all norms equal to 3: dyadic top 4; Λ = C_M C_V (1+2C_QK) → (4·4·9)/(3·3·7) per layer after layer 0
+    L = 5
+    c = np.full(L, 3.0)
+    assert np.isclose(log_alpha_inflation(c, c, c, 2.0), (L - 1) * np.log(16 * 9 / (9 * 7)))
+    assert log_alpha_inflation(np.ones(L), np.ones(L), np.ones(L), 2.0) == 0.0   # radii on shell tops
+    rng = np.random.default_rng(1)
+    x = np.exp(rng.uniform(-1, 2, (200, 3, L)))
+    rho = geometric_ratio(L)
+    v = log_alpha_inflation(x[:, 0], x[:, 1], x[:, 2], rho)
+    assert v.shape == (200,) and np.all(v >= 0) and np.all(v <= 3 * (L - 1) * np.log(rho) + 1e-12)
+
+
+def test_shell_falsification_has_power():
+    rng = np.random.default_rng(2)
+    tight = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1)
+    assert tight.violations == 0 and tight.worst_ratio > 0.99      # the adversary reaches the supremum
+    weak = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1,
+                                   bound_log=3 * 5 * np.log(geometric_ratio(6)) - np.log(1.1))
+    assert weak.violations >= 1                                    # power: bound / 1.1 is violated
+    assert np.max(weak.ratios[:-1]) <= 1                           # ... which random draws alone miss
+    dyadic = falsify_shell_inflation(rng, L=6, ratio=2.0, bound_log=3.0, what="alpha", trials=2000,
+                                     adversarial_starts=1)
+    assert dyadic.violations >= 1                                  # dyadic shells break the e³ claim
+    geo = falsify_shell_inflation(rng, L=6, bound_log=3.0, what="alpha", trials=2000, adversarial_starts=1)
+    assert geo.violations == 0
