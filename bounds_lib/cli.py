@@ -5,10 +5,19 @@
 
 ``MODEL`` is a local model directory or a Hugging Face Hub id resolved through the local cache
 (downloads only with ``--allow-download`` or ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``, never while
-``HF_HUB_OFFLINE`` is set). Every report is computed completely before anything is written, and
-files are written atomically (a temporary file in the same folder, then ``os.replace``): a failed
-run leaves no partial report. Errors print one line and exit with status 1 (``--debug`` shows the
-traceback); bad usage exits with status 2.
+``HF_HUB_OFFLINE`` is set; a download waits at most ``--download-timeout`` seconds).
+
+Outputs are all or nothing: every report and figure is computed completely and written to a
+temporary file next to its destination, then all are renamed into place together; if anything
+fails (or the run is interrupted) the files of this run are removed and replaced files restored, so
+the message "nothing was written" is true when printed. Output paths are checked before any work
+(folder exists and is writable; no two outputs on the same file; no output on a file of the model
+folder, such as its ``config.json``). An existing report keeps its file mode; an output path that is
+a symbolic link is written *through* (the file it points to is replaced, the link stays).
+``--reproducible`` omits times and timings from the JSON report, so that two runs give identical
+bytes. Errors print one line and exit with status 1 (``--debug`` shows the traceback); bad usage
+exits with status 2; a closed pipe (``| head``) ends the program quietly with status 141, as for
+Unix tools stopped by SIGPIPE.
 """
 from __future__ import annotations
 
@@ -26,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "run_metadata", "format_table", "write_atomic", "ProgressBar"]
+__all__ = ["main", "build_parser", "run_metadata", "format_table", "write_atomic", "OutputSet", "ProgressBar"]
 
 PROG = "bounds-lib"
 
@@ -56,22 +65,132 @@ class ProgressBar:
         self.stream.flush()
 
 
-def write_atomic(path, data: str | bytes):
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def _through_links(path) -> Path:
+    """``path`` with symbolic links followed (a link is written through: its target is replaced)."""
     path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+class OutputSet:
+    """Files one run writes, all or nothing.
+
+    :meth:`add` writes each file's content to a temporary file in the destination's folder (figures
+    too, through :meth:`add_file`); :meth:`commit` moves existing destinations aside, renames every
+    temporary into place, and only then deletes the old files. If anything fails or is interrupted
+    before :meth:`commit` returns, :meth:`rollback` deletes what this run created (temporaries, new
+    files, folders it made) and puts replaced files back. ``state`` is ``"nothing"`` (nothing of
+    this run remains), ``"written"`` (all outputs in place) or ``"partial"`` (a rollback failed;
+    ``problem`` says where).
+    """
+
+    def __init__(self):
+        self._staged = []          # (tmp, destination)
+        self._dirs = []            # folders this run created (outermost first)
+        self._done = []            # (destination, backup or None) after rename
+        self.state = "nothing"
+        self.problem = ""
+
+    def make_folder(self, folder):
+        missing = []
+        f = Path(folder)
+        while not f.exists():
+            missing.append(f)
+            f = f.parent
+        for d in reversed(missing):
+            d.mkdir()
+            self._dirs.append(d)
+
+    def _tmp_for(self, dest: Path) -> Path:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        os.close(fd)
+        self._staged.append((Path(tmp), dest))
+        return Path(tmp)
+
+    def add(self, path, data: str | bytes):
+        """Stage ``data`` for ``path``."""
+        dest = _through_links(path)
+        tmp = self._tmp_for(dest)
+        mode = "wb" if isinstance(data, bytes) else "w"
+        with open(tmp, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+
+    def add_file(self, path, write):
+        """Stage a file produced by ``write(tmp_path)`` (e.g. ``fig.savefig``) for ``path``."""
+        dest = _through_links(path)
+        write(self._tmp_for(dest))
+
+    def commit(self):
+        umask = _umask()
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+            for tmp, dest in self._staged:
+                backup = None
+                if dest.exists():
+                    os.chmod(tmp, dest.stat().st_mode & 0o7777)  # keep the existing report's mode
+                    fd, backup = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent)
+                    os.close(fd)
+                    os.replace(dest, backup)
+                else:
+                    os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it
+                self._done.append((dest, backup))
+                os.replace(tmp, dest)
+        except BaseException:
+            self.rollback()
+            raise
+        self._staged = []
+        self.state = "written"
+        for _, backup in self._done:
+            if backup:
+                _unlink_quietly(backup)
+
+    def rollback(self):
+        """Remove everything this run created and restore replaced files."""
+        problems = []
+        for dest, backup in reversed(self._done):
+            try:
+                if backup:
+                    os.replace(backup, dest)
+                elif dest.exists():
+                    os.unlink(dest)
+            except OSError as exc:
+                problems.append(f"{dest}: {exc.strerror or exc}")
+        self._done = []
+        for tmp, _ in self._staged:
+            _unlink_quietly(tmp)
+        self._staged = []
+        for d in reversed(self._dirs):
+            try:
+                d.rmdir()
+            except OSError as exc:
+                problems.append(f"{d}: {exc.strerror or exc}")
+        self._dirs = []
+        self.state = "partial" if problems else "nothing"
+        self.problem = "; ".join(problems)
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_atomic(path, data: str | bytes):
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``
+    (an existing file keeps its mode; a symbolic link is written through)."""
+    out = OutputSet()
+    try:
+        out.add(path, data)
+        out.commit()
+    except BaseException:
+        out.rollback()
         raise
 
 
@@ -97,7 +216,6 @@ def run_metadata(args, extra=None) -> dict:
         blas = [{"env_OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}]
     meta = {
         "command": [PROG] + list(getattr(args, "argv", [])),
-        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "versions": versions,
         "blas": blas,
@@ -107,6 +225,8 @@ def run_metadata(args, extra=None) -> dict:
         "entrywise_11_norms_of_heads": args.entrywise,
         "jobs": args.jobs or (os.cpu_count() or 1),
     }
+    if not getattr(args, "reproducible", False):
+        meta["time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     meta.update(extra or {})
     return meta
 
@@ -221,6 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "the (1,1) extension of B_Edelman is then not reported)")
         sp.add_argument("--allow-download", action="store_true",
                         help="download Hub models missing from the local cache (unless HF_HUB_OFFLINE is set)")
+        sp.add_argument("--download-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="give up a Hub download after this many seconds (default 600); every request "
+                             "also waits at most 20 s for the server")
+        sp.add_argument("--reproducible", action="store_true",
+                        help="omit times and timings from the JSON report (identical runs give identical bytes)")
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="always show the progress bar (default: only on a terminal)")
@@ -241,47 +366,103 @@ class _UserError(Exception):
     pass
 
 
-def _check_outputs(args):
+_PLOT_NAMES = {"analyze": ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"),
+               "scaling": ("scaling",)}
+
+
+def _writable_folder(folder: Path, what: str):
+    """``folder`` (or, if it does not exist yet, its nearest existing parent) must be a writable folder."""
+    f = folder
+    while not f.exists():
+        if f.parent == f:
+            break
+        f = f.parent
+    if not f.is_dir():
+        raise _UserError(f"{what}: {f} is not a folder")
+    if not os.access(f, os.W_OK | os.X_OK):
+        raise _UserError(f"{what}: folder {f} is not writable")
+
+
+def _model_input_files(args) -> dict:
+    """``{real path: model}`` of every file in the local model folders named on the command line."""
+    models = [args.model] if args.command == "analyze" else list(args.models)
+    files = {}
+    for m in models:
+        try:
+            d = Path(m).expanduser()
+            if d.is_dir():
+                for f in d.iterdir():
+                    files[os.path.realpath(f)] = m
+        except (OSError, RuntimeError):
+            continue  # the model is checked (with a clear message) when it is opened
+    return files
+
+
+def _output_targets(args) -> dict:
+    """``{option: [paths]}`` of every file the run would write."""
+    out = {}
     for opt in ("json", "csv"):
-        path = getattr(args, opt)
-        if path is not None:
-            if path.exists() and path.is_dir():
-                raise _UserError(f"--{opt} {path}: is a directory")
-            if not path.parent.is_dir():
-                raise _UserError(f"--{opt} {path}: folder {path.parent} does not exist")
-    if args.plots is not None and args.plots.exists() and not args.plots.is_dir():
-        raise _UserError(f"--plots {args.plots}: exists and is not a folder")
+        if getattr(args, opt) is not None:
+            out[f"--{opt}"] = [getattr(args, opt)]
+    if args.plots is not None:
+        out["--plots"] = [args.plots / f"{n}.png" for n in _PLOT_NAMES[args.command]]
+    return out
+
+
+def _check_outputs(args):
+    """Everything about the outputs that can fail, checked before any computation."""
     if args.layers is not None and args.layers < 1:
         raise _UserError(f"--layers must be >= 1, got {args.layers}")
     if args.threads < 0:
         raise _UserError(f"--threads must be >= 0, got {args.threads}")
     if args.jobs < 0:
         raise _UserError(f"--jobs must be >= 0, got {args.jobs}")
+    if not (math.isfinite(args.download_timeout) and args.download_timeout > 0):
+        raise _UserError(f"--download-timeout must be a positive number of seconds, got {args.download_timeout}")
+    for opt in ("json", "csv"):
+        path = getattr(args, opt)
+        if path is None:
+            continue
+        if str(path) in ("", "."):
+            raise _UserError(f"--{opt}: the output path is empty")
+        real = _through_links(path)
+        if real.is_dir():
+            raise _UserError(f"--{opt} {path}: is a directory")
+        if not real.parent.is_dir():
+            raise _UserError(f"--{opt} {path}: folder {real.parent} does not exist")
+        if not os.access(real.parent, os.W_OK | os.X_OK):
+            raise _UserError(f"--{opt} {path}: folder {real.parent} is not writable")
+    if args.plots is not None:
+        if args.plots.exists() and not args.plots.is_dir():
+            raise _UserError(f"--plots {args.plots}: exists and is not a folder")
+        _writable_folder(args.plots, f"--plots {args.plots}")
+    seen = {}
+    inputs = _model_input_files(args)
+    for opt, paths in _output_targets(args).items():
+        for path in paths:
+            real = os.path.realpath(path)
+            if real in seen:
+                raise _UserError(f"{opt} {path}: the same file as {seen[real]}; give each output its own path")
+            if real in inputs:
+                raise _UserError(f"{opt} {path}: is a file of the model folder {inputs[real]} (an input); "
+                                 "choose another path")
+            seen[real] = f"{opt} {path}"
 
 
-def _write_plots(folder: Path, figures: dict):
-    """Render every figure into a temporary folder first, then move the files into ``folder``."""
+def _stage_plots(out: OutputSet, folder: Path, figures: dict):
+    """Render every figure into temporary files inside ``folder`` (created if needed, removed on failure)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".bounds-lib-plots-", dir=folder))
-    try:
-        for name, make in figures.items():
-            fig = make()
-            fig.savefig(tmp / f"{name}.png", dpi=110)
+    out.make_folder(folder)
+    for name, make in figures.items():
+        fig = make()
+        try:
+            out.add_file(folder / f"{name}.png", lambda tmp, fig=fig: fig.savefig(tmp, dpi=110, format="png"))
+        finally:
             plt.close(fig)
-        for f in tmp.iterdir():
-            os.replace(f, folder / f.name)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created:  # a failed run leaves nothing behind, not even the folder it made
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _analyze_one(model, args, label=None):
@@ -292,7 +473,7 @@ def _analyze_one(model, args, label=None):
     t0 = time.perf_counter()
     sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, layers=args.layers, progress=bar,
                          entrywise=args.entrywise, allow_download=True if args.allow_download else None,
-                         jobs=args.jobs)
+                         jobs=args.jobs, download_timeout=args.download_timeout)
     t1 = time.perf_counter()
     opts = ScoringOptions(logit_scale=args.logit_scale, gamma_L_phi=args.gamma_lphi)
     rep = score(sp, opts)
@@ -300,28 +481,42 @@ def _analyze_one(model, args, label=None):
     return sp, rep, opts
 
 
+def _finish(args, texts: dict, figures: dict):
+    """Stage every output, then commit them together (``args.outputs`` records the state)."""
+    out = args.outputs = OutputSet()
+    try:
+        for path, text in texts.items():
+            out.add(path, text)
+        if args.plots is not None:
+            _stage_plots(out, args.plots, figures)
+        out.commit()
+    except BaseException:
+        out.rollback()
+        raise
+
+
 def _cmd_analyze(args):
     from . import proxies as P
 
     sp, rep, opts = _analyze_one(args.model, args)
-    meta = run_metadata(args, {"model": args.model, "source": rep.source, "timings_s": dict(rep.meta)})
-    outputs = {}
+    extra = {"model": args.model, "source": rep.source}
+    if not args.reproducible:
+        extra["timings_s"] = dict(rep.meta)
+    meta = run_metadata(args, extra)
+    texts = {}
     if args.json:
         d = rep.to_dict()
         d["meta"] = meta
-        outputs[args.json] = json.dumps(_jsonable(d), indent=1, ensure_ascii=False) + "\n"
+        texts[args.json] = json.dumps(_jsonable(d), indent=1, ensure_ascii=False) + "\n"
     if args.csv:
-        outputs[args.csv] = _csv_text([m.to_row() for m in rep.matrices])
-    if args.plots:
-        _write_plots(args.plots, {
-            "spectral_decay": lambda: P.figure_spectral_decay(sp),
-            "p_star_histogram": lambda: P.figure_p_star_histogram(rep),
-            "T_ratio": lambda: P.figure_T_ratio(rep),
-            "norms": lambda: P.figure_norms(rep),
-            "prefix_depth": lambda: P.figure_prefix_depth(sp, opts),
-        })
-    for path, text in outputs.items():
-        write_atomic(path, text)
+        texts[args.csv] = _csv_text([m.to_row() for m in rep.matrices])
+    _finish(args, texts, {
+        "spectral_decay": lambda: P.figure_spectral_decay(sp),
+        "p_star_histogram": lambda: P.figure_p_star_histogram(rep),
+        "T_ratio": lambda: P.figure_T_ratio(rep),
+        "norms": lambda: P.figure_norms(rep),
+        "prefix_depth": lambda: P.figure_prefix_depth(sp, opts),
+    })
     if not args.quiet:
         print(format_table(rep))
     return 0
@@ -342,24 +537,40 @@ def _cmd_scaling(args):
                      "log10_B_edelman": s["B_edelman"]["log10"],
                      "log10_B_edelman_11_extension": s["B_edelman_11_extension"]["log10"],
                      "fraction_p_star_zero": s["fraction_p_star_zero"]})
-    outputs = {}
+    texts = {}
     if args.json:
-        outputs[args.json] = json.dumps(_jsonable({"models": rows, "meta": run_metadata(args)}), indent=1,
-                                        ensure_ascii=False) + "\n"
+        texts[args.json] = json.dumps(_jsonable({"models": rows, "meta": run_metadata(args)}), indent=1,
+                                      ensure_ascii=False) + "\n"
     if args.csv:
-        outputs[args.csv] = _csv_text(rows)
-    if args.plots:
-        _write_plots(args.plots, {"scaling": lambda: P.figure_scaling([r for _, r in reports])})
-    for path, text in outputs.items():
-        write_atomic(path, text)
+        texts[args.csv] = _csv_text(rows)
+    _finish(args, texts, {"scaling": lambda: P.figure_scaling([r for _, r in reports])})
     if not args.quiet:
         head = f"{'model':<44} {'L':>3} {'N':>5} {'log10 B_ours':>13} {'log10 B_Edelman':>16} {'p*=0':>6}"
-        print(head)
-        print("-" * len(head))
+        lines = [head, "-" * len(head)]
         for r in rows:
-            print(f"{r['model'][-44:]:<44} {r['L']:>3} {r['N']:>5} {r['log10_B_ours_sum']:>13.3f} "
-                  f"{r['log10_B_edelman']:>16.3f} {100 * r['fraction_p_star_zero']:>5.0f}%")
+            lines.append(f"{r['model'][-44:]:<44} {r['L']:>3} {r['N']:>5} {r['log10_B_ours_sum']:>13.3f} "
+                         f"{r['log10_B_edelman']:>16.3f} {100 * r['fraction_p_star_zero']:>5.0f}%")
+        print("\n".join(lines))
     return 0
+
+
+def _written_note(args) -> str:
+    out = getattr(args, "outputs", None)
+    if out is None or out.state == "nothing":
+        return "nothing was written"
+    if out.state == "written":
+        return "the reports were written completely before the interruption"
+    return f"some outputs could not be removed ({out.problem})"
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as a Unix tool killed by SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's final flush must not fail again
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 128 + 13
 
 
 def main(argv=None) -> int:
@@ -372,17 +583,22 @@ def main(argv=None) -> int:
         _check_outputs(args)
         run = _cmd_analyze if args.command == "analyze" else _cmd_scaling
         if args.threads == 0:
-            return run(args)
-        from threadpoolctl import threadpool_limits
+            rc = run(args)
+        else:
+            from threadpoolctl import threadpool_limits
 
-        from . import proxies  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
+            from . import proxies  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
 
-        with threadpool_limits(args.threads):
-            return run(args)
+            with threadpool_limits(args.threads):
+                rc = run(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's final flush
+        return rc
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"\n{PROG}: interrupted; nothing was written", file=sys.stderr)
+        print(f"\n{PROG}: interrupted; {_written_note(args)}", file=sys.stderr)
         return 130
     except Exception as exc:  # one clear line unless --debug
         if args.debug:
@@ -390,6 +606,6 @@ def main(argv=None) -> int:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         if not isinstance(exc, (_UserError, ValueError, OSError)):
             msg = f"{type(exc).__name__}: {msg}"
-        sys.stderr.write(f"\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
+        sys.stderr.write("\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         return 1

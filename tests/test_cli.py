@@ -227,16 +227,25 @@ def test_hub_ids_resolve_through_the_local_cache_offline(tmp_path):
 
 
 def test_failed_plot_leaves_no_folder(tmp_path):
-    from bounds_lib.cli import _write_plots
+    from bounds_lib.cli import OutputSet, _stage_plots
 
     def broken():
         raise RuntimeError("a figure that cannot be drawn")
 
-    folder = tmp_path / "plots"
-    with pytest.raises(RuntimeError):
-        _write_plots(folder, {"ok": lambda: __import__("matplotlib.pyplot").pyplot.figure(), "bad": broken})
-    assert not folder.exists()
-    folder.mkdir()  # a folder the user already had is kept, and stays as it was
-    with pytest.raises(RuntimeError):
-        _write_plots(folder, {"bad": broken})
+    def attempt(folder, figures):
+        out = OutputSet()
+        with pytest.raises(RuntimeError):
+            try:
+                _stage_plots(out, folder, figures)
+                out.commit()
+            except BaseException:
+                out.rollback()
+                raise
+        assert out.state == "nothing"
+
+    folder = tmp_path / "new" / "plots"
+    attempt(folder, {"ok": lambda: __import__("matplotlib.pyplot").pyplot.figure(), "bad": broken})
+    assert not (tmp_path / "new").exists()  # both folders this run made are gone
+    folder.mkdir(parents=True)  # a folder the user already had is kept, and stays as it was
+    attempt(folder, {"bad": broken})
     assert folder.is_dir() and list(folder.iterdir()) == []
