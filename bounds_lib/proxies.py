@@ -286,7 +286,7 @@ _SAFE_EXPONENT = 16
 
 def _pow2_scaled(W):
     """``(W·2^-e, e)`` with ``max|W·2^-e|`` in [1/2, 1) when ``W`` is outside the safe range, else ``(W, 0)``."""
-    m = float(np.max(np.abs(W))) if W.size else 0.0
+    m = max(float(W.max()), -float(W.min())) if W.size else 0.0  # two reductions, no |W| temporary
     if m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT:
         return W, 0
     e = math.frexp(m)[1]

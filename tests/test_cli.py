@@ -149,10 +149,11 @@ def test_analyze_writes_reports_and_plots(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     rc = main(["analyze", str(tmp_path / "m"), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
-               "--plots", str(out / "plots"), "--mode", "paper", "--logit-scale", "inv_sqrt_dh", "--progress"])
+               "--plots", str(out / "plots"), "--mode", "paper", "--logit-scale", "inv_sqrt_dh", "--progress",
+               "--entrywise"])
     cap = capsys.readouterr()
     assert rc == 0
-    assert "B_Edelman" in cap.out and "extension" in cap.out
+    assert "B_Edelman" in cap.out and "extension" in cap.out and "not computed" not in cap.out
     assert "ETA" in cap.err
     rep = json.loads((out / "r.json").read_text())
     assert rep["mode"] == "paper" and rep["dtype"] == "float64"
@@ -188,10 +189,13 @@ def test_no_entrywise_and_threads(tmp_path, capsys):
     rc = main(["analyze", str(tmp_path / "m"), "--no-entrywise", "--threads", "2", "--json", str(tmp_path / "r.json"),
                "--no-progress"])
     out = capsys.readouterr().out
-    assert rc == 0 and "not computed (--no-entrywise)" in out
+    assert rc == 0 and "not computed (opt in: --entrywise)" in out
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["summary"]["B_edelman_11_extension"]["log10"] is None
     assert rep["meta"]["entrywise_11_norms_of_heads"] is False
+    # the (1,1) norms are opt-in: without either flag they are not computed either
+    assert main(["analyze", str(tmp_path / "m"), "--no-progress"]) == 0
+    assert "not computed (opt in: --entrywise)" in capsys.readouterr().out
     assert main(["analyze", str(tmp_path / "m"), "--threads", "-1"]) == 1
 
 
