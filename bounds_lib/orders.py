@@ -26,6 +26,7 @@ __all__ = [
     "term_from_covering",
     "released_term",
     "regime_term",
+    "log_K_factor",
     "ours_order",
     "edelman_order",
     "trauger_tewari_order",
@@ -95,14 +96,28 @@ def regime_term(regime):
     raise ValueError(f"unknown regime {regime!r}; supported: {', '.join(REGIMES)}")
 
 
-def ours_order(regime, aggregation):
-    """Order of this bound over ``L`` layers: ``L·T`` (sum) or ``√L·T`` (root-sum-square)."""
+def log_K_factor():
+    """``√(log K) = √(L log C + log L)`` with ``K = C^L·L``: the factor the corrected theorem (Chapter 5)
+    carries through ``Λ`` — from the covering of the rank part, ``r(ℓ+m) log(C₂K/ε)``, at every ``p``."""
+    return sp.sqrt(L * sp.log(C) + sp.log(L))
+
+
+def ours_order(regime, aggregation, log_factor=False):
+    """Order of this bound over ``L`` layers: ``L·T`` (sum) or ``√L·T`` (root-sum-square).
+
+    ``log_factor=True`` multiplies by :func:`log_K_factor` (the corrected theorem of Chapter 5; the
+    common ``√log(nT)`` is left out of every column, as in the paper's table).
+    """
     T = regime_term(regime)
     if aggregation == "sum":
-        return sp.powsimp(L * T, force=True)
-    if aggregation == "rss":
-        return sp.powsimp(sp.sqrt(L * T**2), force=True)
-    raise ValueError(f"unknown aggregation {aggregation!r}; supported: {', '.join(AGGREGATIONS)}")
+        out = L * T
+    elif aggregation == "rss":
+        out = sp.sqrt(L * T**2)
+    else:
+        raise ValueError(f"unknown aggregation {aggregation!r}; supported: {', '.join(AGGREGATIONS)}")
+    if log_factor:
+        out = out * log_K_factor()
+    return sp.powsimp(out, force=True)
 
 
 def _norm21(regime):
@@ -111,25 +126,35 @@ def _norm21(regime):
             "spectral": sp.sqrt(N) * sp.sqrt(N) * C}[regime]
 
 
-def edelman_order(regime):
-    """``(Σ_ℓ α^{2/3} ‖W‖_{2,1}^{2/3})^{3/2}`` with ``α = C^L``, the ``C`` of ‖W‖_F dropped (as in the table)."""
+def edelman_order(regime, depth="max"):
+    """``(Σ_ℓ α_ℓ^{2/3} ‖W‖_{2,1}^{2/3})^{3/2}`` with ``‖W‖_{2,1} ≤ √N ‖W‖_F`` and the regime's ``‖W‖_F``
+    bound (``C_F``; ``√r·C``; ``√N·C``).
+
+    ``depth="max"``: every ``α_ℓ ≤ C^L`` (the form of the paper's table, ``L^{3/2}C^L``);
+    ``depth="geometric"``: ``α_ℓ = C^{L-ℓ}`` summed exactly, ``Σ_{ℓ=1}^{L} C^{2(L-ℓ)/3}`` — equal to the
+    ``max`` form up to ``L^{3/2}`` only as ``C → 1``.
+    """
     if regime not in REGIMES:
         raise ValueError(f"unknown regime {regime!r}; supported: {', '.join(REGIMES)}")
     w = _norm21(regime)
-    if regime != "frobenius":
-        w = w / C
-    return sp.powsimp(sp.simplify((L * (C**L) ** sp.Rational(2, 3) * w ** sp.Rational(2, 3)) ** sp.Rational(3, 2)),
-                      force=True)
+    if depth == "max":
+        s = L * (C**L) ** sp.Rational(2, 3)
+    elif depth == "geometric":
+        k = sp.Symbol("k", integer=True, nonnegative=True)
+        s = sp.summation((C ** sp.Rational(2, 3)) ** k, (k, 0, L - 1))
+    else:
+        raise ValueError(f"unknown depth form {depth!r}; supported: 'max', 'geometric'")
+    return sp.powsimp(sp.simplify((s * w ** sp.Rational(2, 3)) ** sp.Rational(3, 2)), force=True)
 
 
-def trauger_tewari_order(regime):
+def trauger_tewari_order(regime, depth="max"):
     """As :func:`edelman_order` with ``‖W‖_{1,1} ≤ √N ‖W‖_{2,1}`` (one extra ``√N``)."""
-    return sp.powsimp(sp.simplify(edelman_order(regime) * sp.sqrt(N)), force=True)
+    return sp.powsimp(sp.simplify(edelman_order(regime, depth) * sp.sqrt(N)), force=True)
 
 
-def orders_table(aggregation="rss"):
-    """``{regime: {"ours": …, "edelman": …, "trauger_tewari": …}}``."""
-    return {g: {"ours": ours_order(g, aggregation), "edelman": edelman_order(g),
+def orders_table(aggregation="rss", log_factor=False):
+    """``{regime: {"ours": …, "edelman": …, "trauger_tewari": …}}`` derived from the three bounds."""
+    return {g: {"ours": ours_order(g, aggregation, log_factor), "edelman": edelman_order(g),
                 "trauger_tewari": trauger_tewari_order(g)} for g in REGIMES}
 
 
