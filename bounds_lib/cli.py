@@ -92,7 +92,7 @@ class OutputSet:
     def __init__(self):
         self._staged = []          # (tmp, destination)
         self._dirs = []            # folders this run created (outermost first)
-        self._done = []            # (destination, backup or None) after rename
+        self._done = []            # [destination, backup or None, moved aside] in commit order
         self.state = "nothing"
         self.problem = ""
 
@@ -131,33 +131,38 @@ class OutputSet:
         umask = _umask()
         try:
             for tmp, dest in self._staged:
-                backup = None
                 if dest.exists():
                     os.chmod(tmp, dest.stat().st_mode & 0o7777)  # keep the existing report's mode
                     fd, backup = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent)
                     os.close(fd)
+                    rec = [dest, backup, False]      # [destination, backup, old file moved aside?]
+                    self._done.append(rec)
                     os.replace(dest, backup)
+                    rec[2] = True
                 else:
                     os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it
-                self._done.append((dest, backup))
+                    self._done.append([dest, None, False])
                 os.replace(tmp, dest)
         except BaseException:
             self.rollback()
             raise
         self._staged = []
         self.state = "written"
-        for _, backup in self._done:
+        for _, backup, _ in self._done:
             if backup:
                 _unlink_quietly(backup)
 
     def rollback(self):
         """Remove everything this run created and restore replaced files."""
         problems = []
-        for dest, backup in reversed(self._done):
+        staged = {dest for _, dest in self._staged}
+        for dest, backup, moved in reversed(self._done):
             try:
-                if backup:
+                if backup and moved:
                     os.replace(backup, dest)
-                elif dest.exists():
+                elif backup:
+                    os.unlink(backup)                # placeholder; the old file was never moved
+                elif dest.exists() and dest in staged:
                     os.unlink(dest)
             except OSError as exc:
                 problems.append(f"{dest}: {exc.strerror or exc}")

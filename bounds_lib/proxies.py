@@ -297,8 +297,8 @@ def _unscale(sigma, n21, n11, e):
     """Spectrum and norms of ``2^e·W`` from those of ``W``, in float64; check that they are finite."""
     sigma = np.asarray(sigma, dtype=np.float64)
     if e:
-        sigma, n21, n11 = np.ldexp(sigma, e), math.ldexp(float(n21), e), (
-            float(n11) if math.isnan(n11) else math.ldexp(float(n11), e))
+        with np.errstate(over="ignore"):  # a result beyond float64 becomes inf, caught by _check_finite
+            sigma, n21, n11 = np.ldexp(sigma, e), np.ldexp(float(n21), e), np.ldexp(float(n11), e)
     return sigma, float(n21), float(n11)
 
 
@@ -623,7 +623,14 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
             # so dropping them changes no number — only the time spent on them
             k = max(1, int(np.count_nonzero(sig)))
             sig = sig[:k]
-        choice = posthoc_choice(sig, lK, N, grid)
+        if sig[0] > 2.0 ** 400:
+            # S_p = Σσ^p overflows float64 for σ beyond ~1e154. T(W;p) depends on σ and K only through
+            # S_p·K^p, so σ/c with log K + log c gives the same log T; c a power of two keeps σ/c, and
+            # the rank tolerance (relative to σ₁ ≥ 1), exact
+            e = math.frexp(float(sig[0]))[1] - 1
+            choice = posthoc_choice(np.ldexp(sig, -e), lK + e * math.log(2.0), N, grid)
+        else:
+            choice = posthoc_choice(sig, lK, N, grid)
         scores.append(MatrixScore(m.layer, m.head, m.kind, m.shape, m.sigma1, m.rank, m.frobenius, m.nuclear,
                                   m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.kind][idx]),
                                   float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T))
