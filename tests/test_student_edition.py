@@ -1,19 +1,28 @@
-"""The notebook generator behind `make student` and `make notebooks` (book/tools/make_notebooks.py)."""
+"""The notebook generator behind `make notebooks` and `make student` (book/tools/make_notebooks.py).
+
+Fast tests on a small fake book (two chapters, every MyST construct the chapters use); the real
+chapters are converted in tests/test_notebooks_outside.py (after the book build).
+"""
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
 jupytext = pytest.importorskip("jupytext")
+pytest.importorskip("pybtex")
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "book" / "tools" / "make_notebooks.py")
+TOOL = ROOT / "book" / "tools" / "make_notebooks.py"
+_spec = importlib.util.spec_from_file_location("make_notebooks", TOOL)
 mk = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("make_notebooks", mk)  # dataclasses look their module up there
 _spec.loader.exec_module(mk)
 
-CHAPTER = '''---
+HEADER = """---
 jupytext:
   text_representation:
     extension: .md
@@ -23,15 +32,74 @@ kernelspec:
   language: python
   name: python3
 ---
+"""
 
-(chxx_demo)=
+CH1 = HEADER + '''
+(ch01_demo)=
+# First demo
+
+```{prf:lemma} A first lemma
+:label: ch01-lem-first
+
+Statement $\\norm{W}_2 \\le 1$.
+```
+
+(ch01-sec)=
+## A section
+'''
+
+CH2 = HEADER + '''
+(ch02_demo)=
 # A demo chapter
 
-Intro with $\\norm{W}_2$.
+Intro with $\\norm{W}_2$, as in {cite}`sakai2026spectrum`, using {prf:ref}`ch01-lem-first`
+and {ref}`the section <ch01-sec>` of {ref}`Chapter 1 <ch01_demo>`.
 
 ```{code-cell} ipython3
-from myst_nb import glue
-x = 1
+from bounds_lib.glue import glue
+glue("x_val", 3.14159, display=False)
+glue("n_val", 42)
+```
+
+The value is {glue:text}`x_val:.2f` and the count {glue:text}`n_val:d`.
+
+## Statements
+
+```{prf:definition} A class
+:label: ch02-def
+
+A class $\\cF$.
+```
+
+````{prf:theorem} Main
+:label: ch02-thm
+
+It holds that
+
+```{math}
+:label: ch02-eq-main
+a \\le b
+```
+````
+
+```{prf:proof}
+By {prf:ref}`ch02-def` and {eq}`ch02-eq-main`.
+```
+
+```{admonition} Careful
+:class: warning
+
+Mind {numref}`fig-demo`.
+```
+
+```{glue:figure} fig_demo
+:name: fig-demo
+
+A caption with {glue:text}`n_val`.
+```
+
+```python
+print("{cite}`not-a-role-in-code`")
 ```
 
 ## Exercises
@@ -39,7 +107,7 @@ x = 1
 ```{exercise-start}
 :label: ex-demo-1
 ```
-Compute the thing.
+Compute the thing of {eq}`ch02-eq-main`.
 ```{exercise-end}
 ```
 
@@ -81,54 +149,166 @@ after = 2
 ```
 '''
 
-
-def _read(tmp_path):
-    md = tmp_path / "chxx_demo.md"
-    md.write_text(CHAPTER)
-    return jupytext.read(md)
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
 
 
-def test_student_edition_removes_every_solution(tmp_path):
-    nb, n = mk.strip_solutions(mk.clear_outputs(_read(tmp_path)))
-    mk.plain_exercises(nb)
-    mk.prepare_for_jupyter(nb)
+def _book(tmp_path, ch2=CH2):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "ch01_demo.md").write_text(CH1)
+    (tmp_path / "notebooks" / "ch02_demo.md").write_text(ch2)
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: notebooks/ch01_demo\nparts:\n  - caption: Demo\n    numbered: true\n"
+        "    chapters:\n      - file: notebooks/ch01_demo\n      - file: notebooks/ch02_demo\n")
+    return mk.BookIndex(tmp_path)
+
+
+def _executed(src):
+    """What the book build's jupyter-cache holds for the demo chapter: outputs and glue records."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.source) for c in src.nb.cells if c.cell_type == "code"]
+    rec = lambda name, data, prefix: nbformat.v4.new_output(  # noqa: E731
+        "display_data", data={prefix + k: v for k, v in data.items()},
+        metadata={"scrapbook": {"name": name, "mime_prefix": prefix}})
+    nb.cells[0].outputs = [
+        rec("x_val", {"text/plain": "3.14159"}, mk.GLUE_PREFIX),
+        rec("n_val", {"text/plain": "42"}, ""),
+        rec("fig_demo", {"image/png": PNG, "text/plain": "<Figure>"}, mk.GLUE_PREFIX),
+        nbformat.v4.new_output("stream", name="stdout", text="printed 1.5\n"),
+    ]
+    return nb
+
+
+def _convert(tmp_path, edition, ch2=CH2):
+    index = _book(tmp_path, ch2)
+    src = index.sources["notebooks/ch02_demo"]
+    return mk.convert(src, index, mk.Bibliography(), edition=edition, executed=_executed(src),
+                      base_url="https://example.org/book", commit="0123456789abcdef")
+
+
+def _markdown(nb):
+    return "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_launch_notebook_is_plain_jupyter_markdown(tmp_path):
+    nb, removed = _convert(tmp_path, "launch")
+    text = _markdown(nb)
+    assert removed == 0
+    assert mk.notebook_raw_myst(nb) == 0
+    # macros cell first, then the numbered title, then the install cell
+    assert mk.MACROS_TAG in nb.cells[0].metadata["tags"] and "\\newcommand{\\norm}[1]" in nb.cells[0].source
+    assert nb.cells[1].source == "# 2. A demo chapter"
+    assert mk.INSTALL_TAG in nb.cells[2].metadata["tags"]
+    # glue values formatted as on the page, in text and in captions
+    assert "The value is 3.14 and the count 42." in text
+    assert "*Fig. 2.1: A caption with 42.*" in text
+    assert any("fig-demo.png" in c.get("attachments", {}) for c in nb.cells)
+    # numbering per chapter and per kind, references as linked text
+    assert "**Definition 2.1 (A class).** A class $\\cF$." in text
+    assert "**Theorem 2.1 (Main).** It holds that" in text and "\\tag{2.1}" in text
+    assert "*Proof.* By [Definition 2.1](https://example.org/book/notebooks/ch02_demo.html#ch02-def) and " \
+           "[(2.1)](https://example.org/book/notebooks/ch02_demo.html#equation-ch02-eq-main). ∎" in text
+    assert "[Lemma 1.1](https://example.org/book/notebooks/ch01_demo.html#ch01-lem-first)" in text
+    assert "[the section](https://example.org/book/notebooks/ch01_demo.html#ch01-sec)" in text
+    assert "[Chapter 1](https://example.org/book/notebooks/ch01_demo.html)" in text
+    assert "> **Careful.** Mind [Fig. 2.1](https://example.org/book/notebooks/ch02_demo.html#fig-demo)." in text
+    assert "## 2.1. Statements" in text and "## 2.2. Exercises" in text
+    assert "**Exercise 2.1.**" in text and "**Exercise 2.2 (Second).** Another one." in text
+    assert "**Solution to [Exercise 2.1](https://example.org/book/notebooks/ch02_demo.html#ex-demo-1).**" in text
+    # citations author-year, with the reference list at the end
+    assert "as in [Sakai and Imaizumi, 2026]" in text
+    assert nb.cells[-1].source.startswith("## References") and "Spectrum" in nb.cells[-1].source
+    # code fences are left alone, outputs are the book's, glue records are not shown twice
+    assert '```python\nprint("{cite}`not-a-role-in-code`")\n```' in text
+    first_code = next(c for c in nb.cells if c.cell_type == "code" and "glue(" in c.source)
+    assert [o.get("text") for o in first_code.outputs] == ["printed 1.5\n"]
+    assert "@0123456789abcdef" in nb.cells[2].source
+    nbformat.validate(nb)
+
+
+def test_student_edition_removes_every_solution_and_keeps_numbers(tmp_path):
+    nb, removed = _convert(tmp_path, "student")
     text = "\n".join(c.source for c in nb.cells)
-    assert n == 3
+    assert removed == 3
     assert "SECRET" not in text and "secret_answer" not in text and "also_secret" not in text
-    assert "solution-start" not in text and "solution-end" not in text and "{solution}" not in text
     assert text.count(mk.PLACEHOLDER) == 2
-    assert "**Exercise** (ex-demo-1)." in text and "Compute the thing." in text
-    assert "Text between exercises." in text and "after = 2" in text and "x = 1" in text
-    assert "(chxx_demo)=" not in text
-    answers = [c for c in nb.cells if c.cell_type == "code" and c.source == mk.ANSWER]
-    assert len(answers) == 1
+    assert "**Exercise 2.1.**" in text and "Compute the thing of [(2.1)]" in text
+    assert "**Exercise 2.2 (Second).**" in text
+    assert "Text between exercises." in text and "after = 2" in text
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert [c.source for c in nb.cells if c.cell_type == "code"].count(mk.ANSWER) == 1
+    assert mk.notebook_raw_myst(nb) == 0
     nbformat.validate(nb)
 
 
-def test_generated_notebooks_start_with_macros_and_install_cell(tmp_path):
-    nb = mk.prepare_for_jupyter(_read(tmp_path))
-    mk.prepare_for_jupyter(nb)  # idempotent
-    assert nb.cells[0].source.startswith("# A demo chapter")
-    macros, install = nb.cells[1], nb.cells[2]
-    assert mk.MACROS_TAG in macros.metadata["tags"] and "\\newcommand{\\norm}[1]" in macros.source
-    assert mk.INSTALL_TAG in install.metadata["tags"] and install.cell_type == "code"
-    assert sum(mk.INSTALL_TAG in c.metadata.get("tags", []) for c in nb.cells) == 1
-    assert "myst-nb" in install.source and "bounds_lib @ git+" in install.source
-    compile(install.source, "<install cell>", "exec")
-    nbformat.validate(nb)
+@pytest.mark.parametrize("snippet, message", [
+    ("```{tab-set}\nx\n```\n", "unknown MyST directive {tab-set}"),
+    ("Text {kbdx}`Ctrl` here.\n", "unknown MyST role {kbdx}"),
+    ("Value {glue:text}`nowhere`.\n", "glued value 'nowhere' not found"),
+    ("See {prf:ref}`no-such-label`.\n", "target 'no-such-label' is defined nowhere"),
+    ("Cite {cite}`nobody2099`.\n", "citation key 'nobody2099' is not in book/references.bib"),
+])
+def test_bad_myst_fails_with_file_and_line(tmp_path, snippet, message):
+    ch2 = CH2.replace("## Statements\n", "## Statements\n\n" + snippet)
+    line = ch2.splitlines().index("## Statements") + 3
+    with pytest.raises(mk.MystError, match="unknown|not found|defined nowhere|not in book|never closed") as exc:
+        _convert(tmp_path, "launch", ch2)
+    assert message in str(exc.value)
+    assert exc.value.path.name == "ch02_demo.md" and exc.value.line == line
+
+
+def test_unclosed_fence_is_an_error(tmp_path):
+    ch2 = CH2.replace("of {ref}`Chapter 1 <ch01_demo>`.\n", "of {ref}`Chapter 1 <ch01_demo>`.\n\n```{prf:lemma} X\n:label: l-x\nopen\n")
+    line = ch2.splitlines().index("```{prf:lemma} X") + 1
+    with pytest.raises(mk.MystError, match="never closed") as exc:
+        _convert(tmp_path, "launch", ch2)
+    # jupytext reads the code cell after an unclosed fence as part of it: the error is at the fence
+    # or at the first fence the unclosed one swallowed.
+    assert line <= exc.value.line <= line + 4
+
+
+def test_cli_refuses_unknown_directive_and_writes_nothing(tmp_path):
+    _book(tmp_path)
+    bad = tmp_path / "notebooks" / "ch02_demo.md"
+    bad.write_text(HEADER + "\n# Bad\n\nSome text.\n\n```{mystery} arg\nbody\n```\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(TOOL), "student", "--out", str(out), "--build", str(tmp_path / "none"),
+                        "--root", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1
+    line = bad.read_text().splitlines().index("```{mystery} arg") + 1
+    assert f"{bad}:{line}: unknown MyST directive {{mystery}}" in r.stderr
+    assert not out.exists()
+
+
+def test_raw_myst_detector_has_power():
+    text = "(lbl)=\n# T\n{glue:text}`a` and {eq}`b`\n```{prf:lemma}\n:label: x\n```\n$$ a $$ (eq1)\n"
+    counts = mk.raw_myst_tokens(text)
+    assert counts == {"role": 2, "directive": 1, "target": 1, "equation-label": 1, "option": 1}
+    assert sum(mk.raw_myst_tokens("Plain **markdown** with $x$ and `code`.").values()) == 0
 
 
 def test_unclosed_gated_solution_is_an_error(tmp_path):
-    nb = _read(tmp_path)
-    nb.cells = [c for c in nb.cells if "solution-end" not in c.source]
+    src = _book(tmp_path).sources["notebooks/ch02_demo"]
+    src.nb.cells = [c for c in src.nb.cells if "solution-end" not in c.source]
     with pytest.raises(ValueError, match="solution-start"):
-        mk.strip_solutions(nb)
+        mk.strip_solutions(src.nb)
+
+
+def test_install_cell_pins_commit_and_asks_extra_only_when_needed():
+    plain = mk.install_cell_source("import numpy as np", repo_url="https://github.com/o/r", ref="abc123")
+    assert "'bounds_lib @ git+https://github.com/o/r@abc123'" in plain and "[notebooks]" not in plain
+    heavy = mk.install_cell_source("import transformers\n", repo_url="https://github.com/o/r", ref="abc123")
+    assert "bounds_lib[notebooks] @ git+https://github.com/o/r@abc123" in heavy
+    assert "'transformers'" in heavy and "myst" not in heavy
+    compile(heavy, "<install cell>", "exec")
+
+
+def test_pages_url():
+    assert mk.pages_url("https://github.com/Org/repo") == "https://org.github.io/repo"
+    assert mk.pages_url("https://github.com/org/org.github.io") == "https://org.github.io"
 
 
 def test_launch_urls_point_at_generated_notebooks():
     spec = importlib.util.spec_from_file_location("book_reader", ROOT / "book" / "tools" / "book_reader.py")
-    import sys
-
     sys.path.insert(0, str(ROOT / "book" / "tools"))
     try:
         br = importlib.util.module_from_spec(spec)
