@@ -14,8 +14,11 @@ and the multi-head BERT adaptation of the released code is
   The released code uses ``c = 2`` (:data:`SOFTMAX_LINF_L1_RELEASED`); Chapter 3 proves the tight
   value ``c = 1`` (:data:`SOFTMAX_LINF_L1_TIGHT`).
 * Depth weight ``α^{(ℓ)} = Π_{k=ℓ+1}^{L-1} Λ_k`` (0-based layers, ``α^{(L-1)} = 1``).
-* In-layer weight γ (Lipschitz factor from one matrix of layer ℓ to that layer's output) and the
-  effective scale ``K = γ · α · L`` (floored at the smallest positive float, as released).
+* In-layer weight γ (Lipschitz factor from one matrix of layer ℓ to that layer's output).
+* Effective scale. Released: ``K = γ · α · L`` (:func:`log_scale_K`, floored at the smallest positive
+  float). Proved in Chapter 3 (``ch03-thm-compose``): ``K = 2 · J · ‖w‖₂ · γ · α`` with
+  ``J = L·A (+1 for a learned readout)`` pieces and ``A`` matrices per layer (:func:`log_effective_scale`);
+  the released K misses ``A``, ``‖w‖₂`` and the internal-cover factor 2.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import numbers
 
 import numpy as np
 
+from .falsification import Falsification, falsify
 from .model import project_rows, softmax_rows
 
 __all__ = [
@@ -36,6 +40,8 @@ __all__ = [
     "log_gamma",
     "log_gamma_multihead",
     "log_scale_K",
+    "matrices_per_layer",
+    "log_effective_scale",
     "radius_allocation",
     "softmax_jacobian_linf_l1",
     "multihead_block_forward",
@@ -44,6 +50,8 @@ __all__ = [
     "falsify_layer_lipschitz",
     "falsify_parameter_perturbation",
     "falsify_multihead_gamma",
+    "adversarial_layer_lipschitz",
+    "adversarial_parameter_perturbation",
 ]
 
 #: GELU Lipschitz constant as rounded in the released code (the exact value is 1.1289…).
@@ -215,11 +223,48 @@ def log_scale_K(log_gamma, log_alpha, L):
     return out if out.ndim else float(out)
 
 
-def radius_allocation(eps, log_K):
-    """Radius ``ε / K`` given to a matrix with effective scale ``K = γαL`` (Chapter 3, ``ch03-eq-param``).
+def matrices_per_layer(heads=None):
+    """``A``, the number of weight matrices per layer: 3 for the single-head block (QK, V, M) and
+    ``2H + 2`` for ``H`` heads (``H`` QK, ``H`` Ṽ, ``M_in``, ``M_out``) (Chapter 3, ``ch03-thm-compose``)."""
+    if heads is None:
+        return 3
+    if isinstance(heads, bool) or not isinstance(heads, numbers.Integral) or heads < 1:
+        raise ValueError(f"heads must be None (single-head block) or an integer >= 1, got {heads!r}")
+    return 2 * int(heads) + 2
 
-    Covering every matrix at its radius covers the network output at radius ``ε``:
-    ``Σ_{ℓ,a} γ α · ε/(γ α L)`` summed over ``≤ L`` layers' worth of budget. Returned in log space.
+
+def log_effective_scale(log_gamma, log_alpha, L, matrices_per_layer, readout_norm, learned_readout=True):
+    """``log K = log 2 + log J + log ‖w‖₂ + log γ + log α`` with ``J = L·A + [learned_readout]``.
+
+    Covering matrix ``(ℓ, a)`` at radius ``ε/K^{(ℓ,a)}`` covers the network output at radius ``ε``
+    (Chapter 3, ``ch03-thm-compose``): the output moves by ``Σ_j ‖w‖₂ γ_j α_j d_j`` and each of the
+    ``J`` pieces gets ``ε/J``; the factor 2 makes the per-matrix covers internal. ``log_gamma`` may
+    be a dict (then a dict is returned); floored at :data:`LOG_TINY` like :func:`log_scale_K`.
+    """
+    if isinstance(L, bool) or not isinstance(L, numbers.Integral) or L < 1:
+        raise ValueError(f"L (number of layers) must be an integer >= 1, got {L!r}")
+    A = matrices_per_layer
+    if isinstance(A, bool) or not isinstance(A, numbers.Integral) or A < 1:
+        raise ValueError(f"matrices_per_layer must be an integer >= 1 (3 single head, 2H+2 for H heads), got {A!r}")
+    w = _positive_scalar(readout_norm, "readout_norm")
+    if not isinstance(learned_readout, bool):
+        raise ValueError(f"learned_readout must be True or False, got {learned_readout!r}")
+    J = int(L) * int(A) + int(learned_readout)
+    if isinstance(log_gamma, dict):
+        return {k: log_effective_scale(v, log_alpha, L, A, w, learned_readout) for k, v in log_gamma.items()}
+    g = np.asarray(log_gamma, dtype=np.float64)
+    a = np.asarray(log_alpha, dtype=np.float64)
+    if np.any(np.isnan(g)) or np.any(np.isnan(a)) or np.any(g == np.inf) or np.any(a == np.inf):
+        raise ValueError("log_gamma or log_alpha is NaN or +inf; compute them in log space from finite norms")
+    out = np.maximum(np.log(2.0 * J * w) + g + a, LOG_TINY)
+    return out if out.ndim else float(out)
+
+
+def radius_allocation(eps, log_K):
+    """Radius ``ε / K`` given to a matrix with effective scale ``K`` (Chapter 3, ``ch03-thm-compose``),
+    in log space. With ``K`` from :func:`log_effective_scale` the pieces' contributions
+    ``‖w‖₂ γ α · ε/K`` add up to at most ``ε/2`` (internal covers at radius ``ε/K`` each). With the
+    released ``K = γαL`` they add up to ``A·‖w‖₂·ε`` for ``A`` matrices per layer, not ``ε``.
     """
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps <= 0:
         raise ValueError(f"eps must be a positive finite radius, got {eps!r}")
@@ -267,8 +312,6 @@ def _spectral(rng, shape, s):
 
 def falsify_softmax(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
     """Ratios ``‖softmax(z) − softmax(z')‖₁ / (c‖z − z'‖∞)`` over random logits (T = 2–16, scales 1e-3–30)."""
-    from .interpolation import Falsification
-
     out, per = [], 500
     for _ in range(int(np.ceil(trials / per))):
         T = int(rng.integers(2, 17))
@@ -283,8 +326,6 @@ def falsify_softmax(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
 
 def falsify_logits(rng, trials=10_000):
     """Ratios ``|x_t W x_sᵀ − x'_t W x'_sᵀ| / (2‖W‖₂ δ)`` for rows in the unit ball, ``δ = max(‖x_t−x'_t‖, ‖x_s−x'_s‖)``."""
-    from .interpolation import Falsification
-
     out, per = [], 500
     for _ in range(int(np.ceil(trials / per))):
         N = int(rng.integers(1, 9))
@@ -301,8 +342,6 @@ def falsify_layer_lipschitz(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TI
     """Ratios ``‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the single-head block of
     :mod:`bounds_lib.model` (N = 1–6, T = 1–5, spectral norms 0.2–5, all four activations)."""
     from . import model as M
-    from .interpolation import Falsification
-
     out, per = [], 250
     acts = sorted(M.ACTIVATIONS)
     for i in range(int(np.ceil(trials / per))):
@@ -323,8 +362,6 @@ def falsify_parameter_perturbation(rng, trials=10_000, softmax_const=SOFTMAX_LIN
     single-head networks (L = 1–5, N = 2–6, T = 1–4); γ, α from the unperturbed network's norms.
     ``released=True`` uses γ without L_φ (and the released constant if ``softmax_const=2``)."""
     from . import model as M
-    from .interpolation import Falsification
-
     out, per = [], 50
     acts = sorted(M.ACTIVATIONS)
     for i in range(int(np.ceil(trials / per))):
@@ -360,8 +397,6 @@ def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SO
     """Ratios ``‖B_{W'}(X) − B_W(X)‖_{2→∞} / (γ_a ‖ΔW_a‖₂)`` for one perturbed matrix of a multi-head
     block with ``φ = L_φ·tanh`` (``L_φ ∈ {1, 3}``). Returns ``(Falsification, keys)`` where ``keys[i]``
     names the perturbed matrix type. ``released=True`` uses the released γ (no L_φ, ``γ_Mout = 1``, c = 2)."""
-    from .interpolation import Falsification
-
     out, keys, per = [], [], 50
     names = ("QK", "V", "M_in", "M_out")
     for _ in range(int(np.ceil(trials / per))):
@@ -395,3 +430,87 @@ def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SO
         keys += [names[which]] * per
     return Falsification("multi-head γ" + (" (released)" if released else ""), np.concatenate(out)[:trials]), \
         np.array(keys[:trials])
+
+
+def _block_ratio(x, T, N, softmax_const, weaken):
+    """Λ-ratio of the identity-activation block with ``W_QK = qI``, ``W_V = W_M = I`` at ``x = (log q, X, X')``."""
+    from . import model as M
+
+    q = float(np.exp(np.clip(x[0], -4.0, 4.0)))
+    X = project_rows(x[1:1 + T * N].reshape(T, N))
+    Xp = project_rows(x[1 + T * N:1 + 2 * T * N].reshape(T, N))
+    den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
+    if den < 1e-12:
+        return 0.0
+    blk = M.Block(q * np.eye(N), np.eye(N), np.eye(N))
+    num = float(np.max(np.linalg.norm(M.block_forward(X, blk, "identity") - M.block_forward(Xp, blk, "identity"), axis=-1)))
+    lam = float(np.exp(log_layer_lipschitz(1.0, 1.0, q, 1.0, softmax_const)))
+    return weaken * num / (lam * den)
+
+
+def adversarial_layer_lipschitz(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, tokens=(2, 3, 4),
+                                qs=(0.5, 1.0, 3.0), N=2, trials=60, restarts=2, maxiter=1500):
+    """Adversarial search against Λ (Chapter 3, ``ch03-thm-layer``): for every number of tokens ``T`` and
+    logit gain ``q``, random draws of ``(X, X')`` and Nelder–Mead from the best ones maximise
+    ``weaken · ‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the block with ``W_QK = qI``,
+    ``W_V = W_M = I`` and identity activation (rows projected onto the unit ball). ``q`` is held fixed
+    per search: left free, the optimiser drifts to ``q → 0``, where the ratio tends to 1 for any
+    constant. Run it with a wrong ``softmax_const`` (e.g. 0.25) or ``weaken = 1.1`` to check its power."""
+    parts = []
+    for T in tokens:
+        for q in qs:
+            lq = float(np.log(_positive_scalar(q, "q")))
+            parts.append(falsify("Λ", lambda x, T=T, lq=lq: _block_ratio(np.concatenate([[lq], x]), T, N,
+                                                                          softmax_const, weaken),
+                                 lambda r, T=T: r.normal(0.0, 0.6, 2 * T * N), rng,
+                                 trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
+    return Falsification("layer Lipschitz Λ, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=("QK", "V", "M")):
+    """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network)."""
+    from . import model as M
+
+    k = 3 * L * N * N
+    Ws = x[:k].reshape(L, 3, N, N)
+    Es = x[k:2 * k].reshape(L, 3, N, N) * np.array([a in perturb for a in ("QK", "V", "M")])[None, :, None, None]
+    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
+    w = np.ones(N) / np.sqrt(N)
+    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
+    net2 = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
+    d = abs(M.forward(net, X) - M.forward(net2, X))
+    C = np.array([[np.linalg.norm(W, 2) for W in b] for b in Ws])
+    D = np.array([[eps * np.linalg.norm(E, 2) for E in b] for b in Es])
+    g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=net.L_phi, softmax_const=softmax_const)
+    la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+    G = np.exp(np.stack([g["QK"], g["V"], np.broadcast_to(g["M"], (L,))], axis=1) + la[:, None])
+    bound = float(np.sum(G * D))
+    return weaken * d / bound if bound > 0 else 0.0
+
+
+def adversarial_parameter_perturbation(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2),
+                                       N=2, T=2, act="identity", trials=150, restarts=2, maxiter=4000,
+                                       perturb=("QK", "V", "M")):
+    """Adversarial search against the whole-network parameter-perturbation bound (Chapter 3,
+    ``ch03-thm-param``): random draws of weights, perturbation directions, input and ``log ε``,
+    then Nelder–Mead from the best, maximising ``weaken·|f_W(X) − f_{W'}(X)| / (‖w‖₂ Σ γ α ‖ΔW‖₂)``
+    (``‖w‖₂ = 1``); ``perturb`` names the matrix types that are perturbed (``("QK",)`` isolates the
+    softmax constant). Power check: a wrong ``softmax_const`` or ``weaken = 1.1``."""
+    parts = []
+    for L in depths:
+        dim = 6 * L * N * N + T * N + 1
+
+        def sample(r, L=L, dim=dim):
+            x = r.normal(0.0, 0.8, dim)
+            x[-1] = r.uniform(-8.0, -2.0)
+            return x
+
+        parts.append(falsify("param", lambda x, L=L: _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb), sample,
+                             rng, trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g}" if weaken != 1.0 else "") + \
+        ("" if tuple(perturb) == ("QK", "V", "M") else ", perturbed: " + "+".join(perturb)) + ")"
+    return Falsification("network parameter perturbation, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
