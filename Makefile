@@ -17,7 +17,7 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student pdf pdf-deps
+.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student pdf pdf-deps mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ test: book-strict browser-deps
 
 clean:
 	rm -rf _build
+
+## Mutation testing (mutmut 3) of the bound modules, each against its own fast tests, in scratch copies
+## under mutants/ (git-ignored); reports in mutants/<module>/report.txt, survivors recorded in tests/MUTATION.md.
+##   make mutation MODULES="norms interpolation" MUTATION_JOBS=2
+MODULES ?= norms interpolation propagation peeling orders proxies
+MUTATION_JOBS ?= 2
+mutation: $(STAMP)
+	$(PY) tests/mutation/run_mutation.py $(MODULES) --jobs $(MUTATION_JOBS)
 
 ## Execute one chapter alone (fast check while writing): make page NB=notebooks/ch02_interpolation.md
 page: $(STAMP)

@@ -105,12 +105,20 @@ print(len(details))
 
 
 def run(cmd, env):
-    t = time.perf_counter()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if r.returncode != 0:
-        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    return dt, r.stdout
+    """(wall seconds, stdout, peak RSS in MB) of one child process — its own rusage, from ``wait4``."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err.read()[-2000:]}")
+        return dt, out.read(), ru.ru_maxrss / 1024
 
 
 def whole_process(repeats, ww_repeats, pin_threads=True):
@@ -120,28 +128,31 @@ def whole_process(repeats, ww_repeats, pin_threads=True):
     exe = os.path.join(os.path.dirname(sys.executable), "bounds-lib")
     ours_cmd = [exe, "analyze", MODEL, "--quiet", "--no-progress"]
     run(ours_cmd, env)  # warm-up
-    ours = [run(ours_cmd, env)[0] for _ in range(repeats)]
-    o = statistics.median(ours)
+    ours = [run(ours_cmd, env) for _ in range(repeats)]
+    o = statistics.median(r[0] for r in ours)
+    o_rss = max(r[2] for r in ours)
     if pin_threads:
         print("whole process, both tools with OPENBLAS/OMP/MKL_NUM_THREADS=1 (bounds-lib's default: one BLAS thread "
               "per job, one job per core)")
     else:
         print("whole process, each tool with its default threading (bounds-lib: one BLAS thread per job, one job "
               "per core; WeightWatcher: the libraries' defaults on this machine)")
-    print(f"  bounds-lib analyze                                  {o:8.3f} s (median of {repeats})")
+    print(f"  bounds-lib analyze                                  {o:8.3f} s (median of {repeats}), "
+          f"peak RSS {o_rss:7.0f} MB")
     if importlib.util.find_spec("weightwatcher") is None:
         print("  WeightWatcher not installed: pip install -c constraints.txt -e '.[bench]'  (comparison skipped)")
         return o, None
-    ww_times = []
+    ww_times, ww_rss = [], []
     for _ in range(ww_repeats):
-        dt, out = run([sys.executable, "-c", WW_SCRIPT, MODEL], env)
+        dt, out, rss = run([sys.executable, "-c", WW_SCRIPT, MODEL], env)
         ww_times.append(dt)
+        ww_rss.append(rss)
     w = statistics.median(ww_times)
     import weightwatcher
 
     print(f"  WeightWatcher {weightwatcher.__version__} analyze() (defaults, {out.strip()} layers) "
-          f"{w:8.3f} s (median of {ww_repeats})")
-    print(f"  ratio WeightWatcher / bounds-lib = {w / o:.1f}x")
+          f"{w:8.3f} s (median of {ww_repeats}), peak RSS {max(ww_rss):7.0f} MB")
+    print(f"  ratio WeightWatcher / bounds-lib = {w / o:.1f}x in time, {max(ww_rss) / o_rss:.1f}x in peak memory")
     return o, w
 
 

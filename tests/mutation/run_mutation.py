@@ -1,0 +1,99 @@
+"""Mutation testing of the bound modules with mutmut 3 (``make mutation``; see tests/MUTATION.md).
+
+For every module name given (default: the modules of ``DEFAULT_MODULES``) this script builds a
+scratch copy of the package and of the module's *fast* tests (``TESTS[module]``) under
+``mutants/<module>/`` (git-ignored), writes a mutmut ``setup.cfg`` that mutates only that module and
+runs only those tests, runs ``mutmut run``, and writes ``mutants/<module>/report.txt``: the score
+(killed / (killed + survived)) and every survivor's name and diff. It prints one summary line per
+module. Usage::
+
+    python tests/mutation/run_mutation.py norms interpolation --jobs 2
+
+mutmut itself copies the tree it mutates into ``mutants/`` of its working directory; running it in
+a scratch copy keeps the repository's working tree (shared with other users) untouched.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_MODULES = ("norms", "interpolation", "propagation", "peeling", "orders", "proxies")
+#: The fast tests that exercise each module (run for every mutant; keep them quick).
+TESTS = {
+    "norms": ["tests/test_norms.py"],
+    "model": ["tests/test_model.py"],
+    "interpolation": ["tests/test_interpolation.py", "tests/test_falsification.py"],
+    "propagation": ["tests/test_propagation.py", "tests/test_falsification.py"],
+    "falsification": ["tests/test_falsification.py"],
+    "peeling": ["tests/test_peeling.py"],
+    "orders": ["tests/test_orders.py"],
+    "proxies": ["tests/test_proxies.py"],
+}
+STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
+
+
+def run_module(module: str, jobs: int, mutmut: str) -> dict:
+    if module not in TESTS:
+        raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))}")
+    work = ROOT / "mutants" / module
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "tests").mkdir(parents=True)
+    shutil.copytree(ROOT / "bounds_lib", work / "bounds_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for t in ["tests/conftest.py", *TESTS[module]]:
+        if (ROOT / t).exists():
+            shutil.copy(ROOT / t, work / t)
+    tests = "\n    ".join(TESTS[module])
+    (work / "setup.cfg").write_text(
+        "[mutmut]\nsource_paths=bounds_lib\n"
+        f"only_mutate=bounds_lib/{module}.py\n"
+        f"pytest_add_cli_args_test_selection=\n    {tests}\n"
+        "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n"
+        "use_git_change_detection=false\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               PYTHONHASHSEED="0")
+    subprocess.run([mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    out = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
+    statuses = {}
+    for line in out.stdout.splitlines():
+        m = STATUS.match(line)
+        if m:
+            statuses[m.group(1)] = m.group(2).strip()
+    killed = sum(s == "killed" for s in statuses.values())
+    survived = [k for k, s in statuses.items() if s == "survived"]
+    other = {k: s for k, s in statuses.items() if s not in ("killed", "survived")}
+    score = killed / max(killed + len(survived), 1)
+    lines = [f"module {module}: {len(statuses)} mutants, {killed} killed, {len(survived)} survived, "
+             f"{len(other)} other ({', '.join(sorted(set(other.values()))) or '-'}); score {score:.1%}", ""]
+    for k in survived:
+        diff = subprocess.run([mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
+        lines += [f"## {k}", diff, ""]
+    for k, s in other.items():
+        lines.append(f"{k}: {s}")
+    (work / "report.txt").write_text("\n".join(lines))
+    print(lines[0], flush=True)
+    return {"module": module, "mutants": len(statuses), "killed": killed, "survived": survived, "score": score}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES))
+    ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
+    args = ap.parse_args(argv)
+    mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or shutil.which("mutmut")
+    if mutmut is None:
+        raise SystemExit("mutmut is not installed; install the dev extra: pip install -c constraints.txt -e '.[dev]'")
+    for m in args.modules:
+        run_module(m, args.jobs, mutmut)
+
+
+if __name__ == "__main__":
+    main()
