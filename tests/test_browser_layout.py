@@ -1,0 +1,296 @@
+"""Browser tests of how the built book reads on a laptop (1280 px) and a phone (390 px) — issue #11.
+
+Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUNDS_BOOK_HTML``; Debian's
+``/usr/bin/chromium`` through Playwright, offline). Per page:
+
+* **navigation**: at 390 px a tap on the ☰ button opens the navigation (a dialog with the chapter
+  links) and a tap on the contents button opens the page's contents; afterwards nothing covers the
+  search button. At 1280 px the ☰ button collapses the sidebar and brings it back;
+* **display equations**: at 1280 px every display equation fits its column
+  (``scrollWidth ≤ clientWidth``); at 390 px every display that is wider than its box scrolls
+  (``overflow-x: auto``) and shows it (class ``math-scrolls``: visible scroll bar and edge shadows);
+* **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles);
+* **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its PNG
+  records the smallest font size, the dpi and panels per row), its smallest text is ≥ 10 pt at the
+  size the page shows it at 1280 px, and no row holds more than two panels.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from test_browser import HTML, PAGES, _REFRESH, _WAIT_MATHJAX, _skip_reason, browser, open_page  # noqa: F401
+
+MIN_FONT_PT = 10.0
+MAX_PANELS = 2
+CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
+NAV_PAGES = [p for p in PAGES if p.name in {"ch06_bert.html", "intro.html"}] or PAGES[:1]
+# Pages that are content (not redirects or generated indices).
+CONTENT_PAGES = [p for p in PAGES if not _REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
+                 and p.name not in {"genindex.html", "search.html", "py-modindex.html"}]
+
+skip_no_book = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+def _ids(p: Path) -> str:
+    return str(p.relative_to(HTML))
+
+
+def _load(open_page, page_path: Path, width: int, mobile: bool = False):
+    page, watch = open_page(page_path.as_uri(), width=width, height=844 if mobile else 900)
+    page.evaluate(_WAIT_MATHJAX)
+    page.wait_for_timeout(150)  # book-math.js marks wide displays after typesetting
+    return page, watch
+
+
+# --------------------------------------------------------------------------------------------
+# Navigation
+# --------------------------------------------------------------------------------------------
+_VISIBLE_TOGGLE = """sel => {
+  const b = [...document.querySelectorAll(sel)].find(e => {
+    const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && s.visibility !== 'hidden';
+  });
+  if (!b) return null;
+  const r = b.getBoundingClientRect();
+  return {x: r.x + r.width / 2, y: r.y + r.height / 2};
+}"""
+
+_DIALOG = """id => {
+  const d = document.getElementById(id);
+  if (!d) return {exists: false};
+  const links = [...d.querySelectorAll('a[href]')].filter(a => {
+    const r = a.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
+  return {exists: true, open: d.open, links: links.length,
+          width: d.getBoundingClientRect().width, texts: links.slice(0, 3).map(a => a.textContent.trim())};
+}"""
+
+_SEARCH_COVERED = """() => {
+  const s = [...document.querySelectorAll('.search-button, .search-button-field')].find(e => {
+    const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 &&
+      getComputedStyle(e).visibility !== 'hidden'; });
+  if (!s) return 'no visible search button';
+  const r = s.getBoundingClientRect();
+  const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+  return (top && (s === top || s.contains(top))) ? null : `search button covered by <${top && top.tagName.toLowerCase()} class="${top && top.className}">`;
+}"""
+
+
+def _phone(browser):
+    return browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                               device_scale_factor=2)
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
+def test_phone_navigation_opens(browser, page_path):
+    ctx = _phone(browser)
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_timeout(200)
+        for toggle, dialog, what in ((".primary-toggle", "pst-primary-sidebar-modal", "chapter navigation"),
+                                     (".secondary-toggle", "pst-secondary-sidebar-modal", "page contents")):
+            if toggle == ".secondary-toggle" and not page.evaluate(
+                    "() => document.querySelectorAll('#pst-page-toc-nav a, .bd-toc-nav a').length"):
+                continue  # a page without sections has no contents button to test
+            where = page.evaluate(_VISIBLE_TOGGLE, toggle)
+            assert where, f"{_ids(page_path)}: no visible {toggle} button at 390 px"
+            assert not page.evaluate(_DIALOG, dialog).get("open"), f"{dialog} open before the tap"
+            page.touchscreen.tap(where["x"], where["y"])
+            page.wait_for_timeout(400)
+            state = page.evaluate(_DIALOG, dialog)
+            assert state.get("open") and state["links"] >= 2, (
+                f"{_ids(page_path)}: tapping {toggle} at 390 px did not open the {what}: {state}")
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(300)
+            assert not page.evaluate(_DIALOG, dialog).get("open"), f"{dialog} did not close on Escape"
+            covered = page.evaluate(_SEARCH_COVERED)
+            assert covered is None, f"{_ids(page_path)} after tapping {toggle}: {covered}"
+    finally:
+        ctx.close()
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
+def test_desktop_sidebar_collapses(open_page, page_path):
+    page, _ = open_page(page_path.as_uri(), width=1280)
+    page.wait_for_timeout(200)
+    state = "() => getComputedStyle(document.getElementById('pst-primary-sidebar')).visibility"
+    assert page.evaluate(state) == "visible"
+    where = page.evaluate(_VISIBLE_TOGGLE, ".primary-toggle")
+    assert where, "no visible sidebar toggle at 1280 px"
+    page.mouse.click(where["x"], where["y"])
+    page.wait_for_timeout(600)
+    assert page.evaluate(state) == "hidden", "the sidebar toggle did not collapse the sidebar at 1280 px"
+    page.mouse.click(where["x"], where["y"])
+    page.wait_for_timeout(600)
+    assert page.evaluate(state) == "visible", "a second click did not bring the sidebar back"
+
+
+# --------------------------------------------------------------------------------------------
+# Display equations
+# --------------------------------------------------------------------------------------------
+_DISPLAYS = r"""() => {
+  const tex = new Map();
+  const mj = window.MathJax;
+  if (mj && mj.startup && mj.startup.document) {
+    for (const item of mj.startup.document.math) {
+      if (item.display && item.typesetRoot) tex.set(item.typesetRoot, String(item.math).replace(/\s+/g, ' ').trim());
+    }
+  }
+  return [...document.querySelectorAll('.bd-article mjx-container[display="true"]')]
+      .filter(e => e.getClientRects().length).map(e => {
+    const s = getComputedStyle(e);
+    const box = e.closest('div.math, .output, .cell_output') || e.parentElement;
+    const sec = e.closest('section');
+    const h = sec && sec.querySelector('h1, h2, h3');
+    return {scroll: e.scrollWidth, client: e.clientWidth, overflow: s.overflowX,
+            outer: box.scrollWidth > box.clientWidth + 1,
+            marked: e.classList.contains('math-scrolls'), id: (box && box.id) || '',
+            section: h ? h.textContent.replace('#', '').trim() : '',
+            cue: s.backgroundImage,
+            tex: (tex.get(e) || e.textContent).slice(0, 160)};
+  });
+}"""
+
+
+def _describe(d) -> str:
+    where = f"#{d['id']}" if d["id"] else f"in '{d['section']}'"
+    return f"{where} ({d['scroll']} px in {d['client']} px): {d['tex']}"
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+def test_display_equations_fit_desktop(open_page, page_path):
+    page, _ = _load(open_page, page_path, 1280)
+    wide = [d for d in page.evaluate(_DISPLAYS) if d["scroll"] > d["client"] + 1 or d["outer"]]
+    assert not wide, (f"{_ids(page_path)}: {len(wide)} display equation(s) wider than the column at 1280 px "
+                      "(split them with aligned):\n  " + "\n  ".join(map(_describe, wide)))
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+def test_display_equations_show_scrolling_on_phone(open_page, page_path):
+    page, _ = _load(open_page, page_path, 390, mobile=True)
+    displays = page.evaluate(_DISPLAYS)
+    wide = [d for d in displays if d["scroll"] > d["client"] + 1]
+    hidden = [d for d in wide if d["overflow"] not in {"auto", "scroll"} or not d["marked"] or d["outer"]
+              or "gradient" not in d["cue"]]
+    assert not hidden, (f"{_ids(page_path)}: {len(hidden)} of {len(wide)} wide display(s) at 390 px neither "
+                        "scroll nor show it:\n  " + "\n  ".join(map(_describe, hidden)))
+
+
+# --------------------------------------------------------------------------------------------
+# No raw TeX or MyST role in visible text
+# --------------------------------------------------------------------------------------------
+RAW = re.compile(r"\\[A-Za-z]{2,}|\\[{}_^,;!|]|\{[a-z]+(?::[a-z]+)*\}`|`[^`]*`\{|\$[^$\s][^$]*\$")
+
+_TEXTS = r"""() => {
+  const skip = 'script, style, code, pre, kbd, samp, mjx-container, mjx-assistive-mml, .math, .MathJax, '
+             + '.highlight, .cell_input, .cell_output, .output, .headerlink, .sd-tab-set, textarea, '
+             + '#pst-search-dialog, .search-button__wrapper';
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let n;
+  while ((n = walker.nextNode())) {
+    const t = n.textContent.trim();
+    if (!t) continue;
+    const el = n.parentElement;
+    if (!el || el.closest(skip)) continue;
+    const a = el.closest('a');
+    out.push({text: t.slice(0, 200), link: a ? (a.getAttribute('href') || '') : null,
+              where: ((el.closest('nav, aside, header, footer, .bd-article') || el).getAttribute('class') || el.tagName).split(' ')[0]});
+  }
+  return out;
+}"""
+
+# A heading or link text made of a bare label ("ch01_setting") is a {ref} that lost its title.
+LABEL_TEXT = re.compile(r"^(?:ch\d\d[_-][\w-]+|[a-z]+(?:[-_][a-z0-9]+)+)$")
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+def test_no_raw_tex_or_roles_in_text(open_page, page_path):
+    page, _ = _load(open_page, page_path, 1280)
+    found = []
+    for t in page.evaluate(_TEXTS):
+        m = RAW.search(t["text"])
+        if m and not m.group(0).endswith("_"):
+            found.append(f"[{t['where']}] {t['text']!r} (matched {m.group(0)!r})")
+        elif t["link"] is not None and LABEL_TEXT.match(t["text"]) and "_" in t["text"]:
+            found.append(f"[{t['where']}] link text is a bare label {t['text']!r} -> {t['link']}")
+    found = sorted(set(found))
+    assert not found, f"{_ids(page_path)}: raw TeX / MyST in visible text:\n  " + "\n  ".join(found[:40])
+
+
+# --------------------------------------------------------------------------------------------
+# Figures: font size at display size, panels per row
+# --------------------------------------------------------------------------------------------
+_IMAGES = """async () => {
+  const imgs = [...document.querySelectorAll('.bd-article img')];
+  imgs.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(imgs.map(i => i.complete ? null :
+      new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 10000); })));
+  return imgs.filter(i => i.getClientRects().length).map(i => {
+    const f = i.closest('figure');
+    const cap = f && f.querySelector('figcaption');
+    return {src: i.currentSrc || i.src, natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
+            caption: cap ? cap.textContent.trim().slice(0, 60) : null};
+  });
+}"""
+
+
+def _png_meta(path: Path) -> dict:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return dict(getattr(im, "text", {}) or {})
+
+
+def displayed_font_pt(min_font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
+    """Text size in points on the page: ``pt · dpi/72`` image pixels, scaled by shown/natural, 0.75 pt/px."""
+    return min_font_pt * dpi / 72.0 * (shown_px / natural_px) * 0.75
+
+
+def test_displayed_font_pt_formula():
+    # a 150-dpi figure shown at natural size: 10 pt text is 20.8 image px = 15.6 pt on a 96-dpi page
+    assert displayed_font_pt(10, 150, 900, 900) == pytest.approx(10 * 150 / 96)
+    # shown at half its natural width: half the size
+    assert displayed_font_pt(10, 150, 900, 450) == pytest.approx(10 * 150 / 96 / 2)
+    # the Chapter 6 strip before issue #11: 7 pt legend, 12.8 in at 100 dpi shown 672 px wide
+    assert displayed_font_pt(7, 100, 1280, 672) < 5
+
+
+@skip_no_book
+@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+def test_figures_readable(open_page, page_path):
+    page, _ = _load(open_page, page_path, 1280)
+    problems = []
+    for img in page.evaluate(_IMAGES):
+        url = urlsplit(img["src"])
+        if url.scheme != "file":
+            problems.append(f"{img['src'][:60]}: not a file of the build")
+            continue
+        path = Path(unquote(url.path))
+        name = path.name
+        if path.suffix.lower() != ".png":
+            problems.append(f"{name}: not a PNG made with bounds_lib.style.use_book_style()")
+            continue
+        meta = _png_meta(path)
+        if "BookMinFontPt" not in meta:
+            problems.append(f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()")
+            continue
+        panels = int(meta.get("BookPanelsPerRow", "0"))
+        if panels > MAX_PANELS:
+            problems.append(f"{name}: {panels} panels in a row (at most {MAX_PANELS})")
+        if meta["BookMinFontPt"] != "none":
+            pt = displayed_font_pt(float(meta["BookMinFontPt"]), float(meta["BookDPI"]), img["natural"], img["shown"])
+            if pt < MIN_FONT_PT:
+                problems.append(f"{name}: smallest text {pt:.1f} pt at 1280 px (saved {meta['BookMinFontPt']} pt, "
+                                f"shown {img['shown']:.0f} of {img['natural']} px)")
+    assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)

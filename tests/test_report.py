@@ -1,0 +1,219 @@
+"""Tests of bounds_lib.report (Chapter 6's analysis, tables and figures) and bounds_lib.style."""
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bounds_lib import report as R  # noqa: E402
+from bounds_lib.checkpoints import ArchitectureSpec  # noqa: E402
+from bounds_lib.peeling import posthoc_choice  # noqa: E402
+from bounds_lib.proxies import MatrixSpectrum, ModelSpectra, compute_spectra, score  # noqa: E402
+from bounds_lib.style import (  # noqa: E402
+    book_subplots,
+    figure_png,
+    min_font_pt,
+    panels_per_row,
+    use_book_style,
+)
+
+
+def _synthetic(L=3, H=2, N=8, d=4, sigma1=10.0, decay=0.5):
+    arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
+    mats = []
+    for l in range(L):
+        for kind in ("QK", "V"):
+            for h in range(H):
+                s = np.zeros(N)
+                s[:d] = sigma1 * decay ** np.arange(d)
+                mats.append(MatrixSpectrum(l, h, kind, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
+        for kind, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
+            s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
+            mats.append(MatrixSpectrum(l, -1, kind, shape, s, 5.0 * sigma1, 20.0 * sigma1))
+    return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
+
+
+# --------------------------------------------------------------------------------------------
+# break-even scale and architecture-only B_ours
+# --------------------------------------------------------------------------------------------
+def test_break_even_is_where_posthoc_choice_leaves_zero():
+    sp = _synthetic()
+    rep = score(sp)
+    assert np.all(rep.p_stars == 0)
+    shifts = R.break_even_shifts(rep, sp)
+    assert np.all(shifts > 0)
+    for m, c, s in zip(rep.matrices, sp.matrices, shifts):
+        sig = c.sigma[c.sigma > 0]
+        before = posthoc_choice(sig, m.log_K - (s - 1e-6) * math.log(10), rep.N, rep.grid).p_star
+        after = posthoc_choice(sig, m.log_K - (s + 1e-6) * math.log(10), rep.N, rep.grid).p_star
+        assert before == 0 and after > 0, (m.kind, m.layer, s)
+
+
+def test_break_even_closed_form_by_brute_force():
+    rng = np.random.default_rng(3)
+    sigma = np.sort(rng.uniform(0.1, 5, 6))[::-1]
+    grid, N = np.linspace(0, 2, 9), 8
+    k0 = R.log10_K_break_even(6, sigma, grid, N)
+
+    def log_T(p, log10_K):
+        S = np.sum(sigma ** p) if p > 0 else 6
+        return (math.log(S) + p * log10_K * math.log(10) + (p + 1) * math.log(N)) / (p + 2)
+
+    for lk, wins in ((k0 - 1e-6, True), (k0 + 1e-6, False)):
+        assert bool(min(log_T(p, lk) for p in grid[1:]) < log_T(0, lk)) == wins
+    with pytest.raises(ValueError, match="positive"):
+        R.log10_K_break_even(6, np.zeros(3), grid, N)
+
+
+def test_architecture_B_ours_equals_scored_model_at_p_zero():
+    sp = _synthetic(L=4, H=2, N=8, d=4)
+    rep = score(sp)
+    assert np.all(rep.p_stars == 0)
+    assert math.exp(rep.log_B_ours_sum) == pytest.approx(R.architecture_B_ours(4, 8, 2, 4), rel=1e-12)
+    # a model where the spectrum matters (p* > 0 somewhere) is NOT given by the formula
+    small = score(_synthetic(L=1, H=2, N=8, d=4, sigma1=1e-3, decay=0.01))
+    assert np.any(small.p_stars > 0)
+    assert math.exp(small.log_B_ours_sum) < R.architecture_B_ours(1, 8, 2, 4)
+    with pytest.raises(ValueError, match="L must be a positive int"):
+        R.architecture_B_ours(0, 8, 2, 4)
+    with pytest.raises(ValueError, match="H must be a positive int"):
+        R.architecture_B_ours(1, 8, True, 4)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(TypeError, match="ModelSpectra"):
+        R.median_stable_ranks([1, 2])
+    with pytest.raises(TypeError, match="BoundReport"):
+        R.norm_ratio_medians(_synthetic())
+    sp = _synthetic()
+    with pytest.raises(ValueError, match=r"p must be a number in \(0, 2\]"):
+        R.compare_modes(sp, sp, p=0.0)
+    with pytest.raises(ValueError, match="different numbers of matrices"):
+        R.break_even_shifts(score(sp), _synthetic(L=2))
+
+
+# --------------------------------------------------------------------------------------------
+# clean vs paper, logit check (tiny real checkpoint written by the test)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                  vocab_size=30, max_position_embeddings=16)
+    path = tmp_path_factory.mktemp("tiny_bert")
+    transformers.BertModel(cfg).save_pretrained(path)
+    return path
+
+
+def test_compare_modes_on_a_tiny_bert(tiny_bert):
+    clean = compute_spectra(tiny_bert, mode="clean")
+    paper = compute_spectra(tiny_bert, mode="paper")
+    mc = R.compare_modes(clean, paper, p=0.25)
+    assert mc.top_err < 1e-10
+    assert mc.zeros_per_head == 32 - 8
+    assert 0 <= mc.zero_median < 1e-12 and mc.zero_pow == pytest.approx(mc.zero_median ** 0.25)
+    assert mc.inflation_median > 1.0  # the numerical zeros inflate S_p of the explicit products
+    # the same spectra compared with themselves: nothing to report
+    same = R.compare_modes(clean, clean, p=0.25)
+    assert same.top_err == 0 and same.inflation_median == pytest.approx(1.0)
+
+
+def test_check_head_logits_on_a_tiny_bert(tiny_bert):
+    check = R.check_head_logits(tiny_bert, n_tokens=5)
+    assert check.checked == 2 * 4
+    assert check.worst < 1e-10
+    with pytest.raises(ValueError, match="n_tokens"):
+        R.check_head_logits(tiny_bert, n_tokens=0)
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+def test_markdown_table_layout_and_errors():
+    t = R.markdown_table(["a", "$b$"], [("x|y", 1.23456), ("z", 2.0)], ["", ".2f"])
+    lines = t.splitlines()
+    assert lines[0] == "| a | $b$ |"
+    assert lines[1] == "| :-- | --: |"
+    assert lines[2] == r"| x\|y | 1.23 |"
+    with pytest.raises(ValueError, match="row 0 has 1 cells"):
+        R.markdown_table(["a", "b"], [(1,)])
+    with pytest.raises(ValueError, match="formats"):
+        R.markdown_table(["a"], [(1,)], ["", ""])
+
+
+def test_compare_settings_rows_match_score():
+    sp = _synthetic()
+    rows = R.compare_settings({"clean": sp}, [("clean", 1.0, False), ("clean", "inv_sqrt_dh", False)])
+    s0 = score(sp).summary()
+    assert rows[0].log10_B_ours == pytest.approx(s0["B_ours_sum"]["log10"])
+    assert rows[0].log10_B_edelman == pytest.approx(s0["B_edelman"]["log10"])
+    assert rows[1].log10_B_edelman < rows[0].log10_B_edelman  # smaller logits, smaller Lipschitz factors
+    table = R.settings_table(rows)
+    assert table.count("\n") == 3 and r"$1/\sqrt{d_h}$" in table and "100 %" in table
+    with pytest.raises(ValueError, match="no spectra for mode 'paper'"):
+        R.compare_settings({"clean": sp}, [("paper", 1.0, False)])
+
+
+def test_family_table_sorted_by_depth_then_width():
+    reps = {"b": score(_synthetic(L=2, N=8)), "a": score(_synthetic(L=1, N=8))}
+    lines = R.family_table(reps).splitlines()
+    assert "`a`" in lines[2] and "`b`" in lines[3]
+
+
+# --------------------------------------------------------------------------------------------
+# figures and the book style
+# --------------------------------------------------------------------------------------------
+def _meta(fig):
+    from PIL import Image
+
+    with Image.open(io.BytesIO(figure_png(fig))) as im:
+        return dict(im.text)
+
+
+def test_every_chapter6_figure_follows_the_book_style():
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    sp = _synthetic(L=3)
+    rep = score(sp)
+    figs = [R.figure_spectral_decay(sp, layers=range(3)), R.figure_T_ratio(rep), R.figure_norms(rep),
+            R.figure_p_star_histogram(rep), R.figure_prefix_depth(sp),
+            R.figure_scaling([score(_synthetic(L=l, N=n)) for l in (1, 2) for n in (8, 16)])]
+    for fig in figs:
+        assert panels_per_row(fig) <= 2
+        assert min_font_pt(fig) >= 10
+        assert fig.get_size_inches()[0] <= 6.4 + 1e-9
+        meta = _meta(fig)
+        assert float(meta["BookMinFontPt"]) >= 10 and int(meta["BookPanelsPerRow"]) <= 2
+        plt.close(fig)
+    with pytest.raises(ValueError, match="no layer"):
+        R.figure_spectral_decay(sp, layers=[7])
+
+
+def test_style_measures_what_it_claims():
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    fig, axes = plt.subplots(1, 4, figsize=(12, 3))  # the old Chapter 6 strip
+    axes[0].legend(handles=axes[0].plot([1, 2], label="layer 0"), fontsize=7)
+    assert panels_per_row(fig) == 4
+    assert min_font_pt(fig) == 7
+    assert _meta(fig)["BookMinFontPt"] == "7"
+    plt.close(fig)
+    fig, ax = book_subplots(2, 2)
+    im = ax[0, 0].imshow(np.eye(3))
+    fig.colorbar(im, ax=ax)
+    assert panels_per_row(fig) == 2  # the colour bar is not a panel
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at most 2 panels per row"):
+        book_subplots(1, 3)
+    with pytest.raises(ValueError, match="figsize"):
+        book_subplots(1, 1, figsize=(3, 3))
