@@ -17,7 +17,7 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student pdf pdf-deps mutation
+.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,9 +37,10 @@ book-strict: $(STAMP)
 	rm -rf _build
 	$(JB) build . $(STRICT) --all
 
-## Unit tests only (fast feedback; the browser tests skip when no book has been built).
+## Unit tests only (fast feedback; the browser tests skip when no book has been built; `slow` tests,
+## e.g. running every chapter from the wheel outside the repository, run in `make test`).
 unit: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
 
 ## Install Debian's Chromium for the browser test when we are root and it is missing.
 browser-deps:
@@ -90,14 +91,25 @@ reproducibility: $(STAMP)
 	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_b
 	$(PY) tests/compare_executed_outputs.py /tmp/bounds_repro_a/_build /tmp/bounds_repro_b/_build
 
-## Launchable notebooks for Colab/Binder (what the Pages workflow pushes to the `notebooks` branch):
-## _build/launch/notebooks/chXX.ipynb (executed copies when the book was built) + binder/postBuild.
+## Launchable notebooks for Colab/Binder/download (what the Pages workflow pushes to the `notebooks`
+## branch): plain Jupyter notebooks with the book's executed outputs and numbers, in
+## _build/launch/notebooks/, + binder/. Uses the executions of `make book` (a chapter without one is
+## executed). Some chapters only: make notebooks CHAPTERS="notebooks/ch02_interpolation.md"
 notebooks: $(STAMP)
-	$(PY) book/tools/make_notebooks.py launch --out _build/launch
+	$(PY) book/tools/make_notebooks.py launch --out _build/launch $(CHAPTERS)
 
 ## Student edition: every chapter as a notebook without outputs and without solutions, in _build/student.
 student: $(STAMP)
-	$(PY) book/tools/make_notebooks.py student --out _build/student
+	$(PY) book/tools/make_notebooks.py student --out _build/student $(CHAPTERS)
+
+## JupyterLab on the .md chapters themselves (jupytext opens them as notebooks, jupyterlab-myst renders
+## the MyST): installs the `lab` extra on first use; saving a notebook writes the .md.
+lab: $(STAMP)
+	@$(PY) -c "import jupyterlab, jupytext, jupyterlab_myst" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt -e '.[lab]'
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' \
+	  > $(VENV)/share/jupyter/lab/settings/overrides.json
+	cd notebooks && $(CURDIR)/$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 ## PDF of the book (XeLaTeX): _build/latex/book.pdf. Needs a TeX toolchain: `make pdf-deps` (Debian, ~120 MB).
 pdf: $(STAMP)
