@@ -39,6 +39,8 @@ __all__ = [
     "shell_union_cost",
     "log_alpha_inflation",
     "falsify_shell_inflation",
+    "rounding_ratio",
+    "falsify_rounding",
     "union_bound_log_count",
     "uniformity_penalty",
 ]
@@ -319,10 +321,11 @@ def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000
     ``α⁽⁰⁾`` (the lemma's key step, tight as every radius approaches a shell top from above);
     ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself (:func:`log_alpha_inflation`, tight softmax constant).
     Radii are drawn log-uniformly in ``[low, high]``. ``ratio`` defaults to ``1 + 1/L``; ``bound_log``
-    defaults to ``3(L−1)·log ρ``. Returns a :class:`bounds_lib.interpolation.Falsification` whose ratios
-    are ``log inflation / bound_log``; the adversarial optimum is the last entry.
+    defaults to ``3(L−1)·log ρ``. Returns a :class:`bounds_lib.falsification.Falsification` whose ratios
+    are ``log inflation / bound_log`` (random draws; ``adversarial``: the coordinate-ascent optimum —
+    a saw-tooth objective defeats Nelder–Mead, so the search is specialised).
     """
-    from .interpolation import Falsification
+    from .falsification import Falsification
 
     L = _int_at_least_1(L, "L (number of layers)")
     if L < 2:
@@ -345,8 +348,54 @@ def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000
         raise ValueError(f"what must be 'product' or 'alpha', got {what!r}")
     draws = np.exp(rng.uniform(math.log(low), math.log(high), (int(trials), 3 * L)))
     vals = objective(draws)
+    adv = np.zeros(0)
     if adversarial_starts:
         _, v = _sawtooth_adversary(objective, low, high, 3 * L, rng, int(adversarial_starts))
-        vals = np.append(vals, v)
+        adv = np.array([v])
     name = f"shells rho={rho:.4g}: {what} of {k} radii"
-    return Falsification(name, vals / bound_log)
+    return Falsification(name, vals / bound_log, adv / bound_log)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-max(min(x, 700.0), -700.0)))
+
+
+def rounding_ratio(x, weaken=1.0):
+    """``(log T(p') − log T(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
+
+    ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
+    ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,
+    so an optimiser can search freely (Chapter 4, ``ch04-lem-rounding``). 0 where the bound is 0.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    p = 2.0 * _sigmoid(x[0])
+    q = p + (2.0 - p) * _sigmoid(x[1])
+    logK = float(np.clip(x[2], -50, 50))
+    N = int(max(1, round(math.exp(min(x[3], 12.0)))))
+    s = np.sort(np.exp(np.clip(x[4:], -30, 30)))[::-1]
+    if not (p > 0 and q > p):
+        return 0.0
+    lS, lSq = math.log(schatten_power_sum(s, p)), math.log(schatten_power_sum(s, q))
+    diff = log_term(lSq, q, logK, N) - log_term(lS, p, logK, N)
+    bound = float(rounding_cost_bound(q - p, p, s[0], lS, logK, N)) / weaken
+    return diff / bound if bound > 0 else 0.0
+
+
+def schatten_power_sum(s, p):
+    """``Σ σ^p`` for ``p > 0`` (helper of :func:`rounding_ratio`; NumPy on the given values)."""
+    return float(np.sum(np.asarray(s, dtype=np.float64) ** p))
+
+
+def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
+    """Random draws and a Nelder–Mead search for a violation of the rounding lemma (Chapter 4).
+
+    ``weaken > 1`` checks the bound divided by ``weaken`` (a power check: it must be violated).
+    Uses :func:`bounds_lib.falsification.falsify`.
+    """
+    from .falsification import falsify
+
+    def sample(r):
+        return np.r_[r.normal(-1, 3), r.normal(0, 3), r.uniform(-10, 40), r.uniform(0, 7), r.uniform(-6, 3, k)]
+
+    return falsify(f"rounding lemma (bound / {weaken:g})", lambda x: rounding_ratio(x, weaken), sample, rng,
+                   trials=trials, restarts=restarts)

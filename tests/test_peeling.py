@@ -158,9 +158,20 @@ def test_shell_falsification_has_power():
     weak = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1,
                                    bound_log=3 * 5 * np.log(geometric_ratio(6)) - np.log(1.1))
     assert weak.violations >= 1                                    # power: bound / 1.1 is violated
-    assert np.max(weak.ratios[:-1]) <= 1                           # ... which random draws alone miss
+    assert weak.worst_random <= 1                                  # ... which random draws alone miss
     dyadic = falsify_shell_inflation(rng, L=6, ratio=2.0, bound_log=3.0, what="alpha", trials=2000,
                                      adversarial_starts=1)
     assert dyadic.violations >= 1                                  # dyadic shells break the e³ claim
     geo = falsify_shell_inflation(rng, L=6, bound_log=3.0, what="alpha", trials=2000, adversarial_starts=1)
     assert geo.violations == 0
+
+
+def test_rounding_lemma_falsification_has_power():
+    from bounds_lib.peeling import falsify_rounding, rounding_ratio
+    rng = np.random.default_rng(4)
+    proved = falsify_rounding(rng, trials=500, restarts=4)
+    assert proved.violations == 0 and proved.worst_adversarial > 0.95   # near-tight, found by the optimiser
+    weak = falsify_rounding(rng, trials=500, restarts=4, weaken=1.1)
+    assert weak.violations > 0
+    # the tight configuration of the proof: p → 0, δ → 0, one singular value e^2, log K = 3, N = 1
+    assert rounding_ratio(np.array([-12.0, -12.0, 3.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-3)
