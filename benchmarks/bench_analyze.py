@@ -150,7 +150,7 @@ def whole_process(repeats, ww_repeats, pin_threads=True):
     w = statistics.median(ww_times)
     import weightwatcher
 
-    print(f"  WeightWatcher {weightwatcher.__version__} analyze() (defaults, {out.strip()} layers) "
+    print(f"  WeightWatcher {weightwatcher.__version__} analyze() (defaults, {out.strip().splitlines()[-1]} layers) "
           f"{w:8.3f} s (median of {ww_repeats}), peak RSS {max(ww_rss):7.0f} MB")
     print(f"  ratio WeightWatcher / bounds-lib = {w / o:.1f}x in time, {max(ww_rss) / o_rss:.1f}x in peak memory")
     return o, w

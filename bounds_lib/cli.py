@@ -446,6 +446,8 @@ def _check_outputs(args):
             raise _UserError(f"--plots {args.plots}: exists and is not a folder")
         _writable_folder(args.plots, f"--plots {args.plots}")
     seen = {}
+    if args.plots is not None:
+        seen[os.path.realpath(args.plots)] = f"--plots {args.plots} (a folder)"
     inputs = _model_input_files(args)
     for opt, paths in _output_targets(args).items():
         for path in paths:

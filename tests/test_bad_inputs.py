@@ -591,6 +591,14 @@ def test_output_equal_to_a_plot_file(tmp_path, capsys):
     assert rc == 1 and "the same file as --json" in cap.err and list((out / "p").iterdir()) == []
 
 
+def test_output_equal_to_the_plots_folder(tmp_path, capsys):
+    d = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = main(["analyze", str(d), "--csv", str(out / "p"), "--plots", str(out / "p"), "--no-progress"])
+    assert_one_clear_line(rc, capsys.readouterr(), out, "the same file as --plots")
+
+
 @pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
 def test_output_on_an_input_file_is_refused(name, tmp_path, capsys):
     d = write_model(tmp_path / "m")
