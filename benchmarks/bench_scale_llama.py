@@ -118,8 +118,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="layers at a time (the CLI default is one per core)")
     ap.add_argument("--layers", type=int, default=SHAPES_1B["L"])
     ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("--smoke", action="store_true", help="a tiny LLaMA shape, to check the script in seconds")
     args = ap.parse_args()
     shape = {**SHAPES_1B, "L": args.layers}
+    if args.smoke:
+        shape = dict(L=2, N=256, H=4, Hkv=2, F=704, vocab=1000)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bounds-lib-bench-llama-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, CPUs {os.cpu_count()}, "

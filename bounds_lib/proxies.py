@@ -740,12 +740,9 @@ def figure_norms(report: BoundReport):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.0), sharex=True)
     for ax, (attr, title) in zip(axes, (("sigma1", r"$\|W\|_2$"), ("norm_21", r"$\|W\|_{2,1}$"),
                                         ("norm_11", r"$\|W\|_{1,1}$"))):
-        if attr == "norm_11" and all(math.isnan(m.norm_11) for m in report.matrices):
-            ax.text(0.5, 0.5, "(1,1) norms not computed\n(opt in: entrywise=True,\nCLI --entrywise)",
-                    ha="center", va="center", transform=ax.transAxes, fontsize=10)
-            ax.set_title(title)
-            ax.set_xlabel("layer")
-            continue
+        if attr == "norm_11" and any(math.isnan(m.norm_11) for m in report.matrices):
+            ax.text(0.5, 0.5, "head products' (1,1) norms\nnot computed (opt in:\nCLI --entrywise)",
+                    ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.3")
         for i, kind in enumerate(KINDS):
             ms = report.select(kind)
             x = np.array([m.layer for m in ms]) + (i - 1.5) * 0.15
