@@ -6,7 +6,10 @@ Following the *sparse variable creation* setting of Edelman et al. (2022): an in
 
 * ``majority``: ``y = sign(Σ_{t∈I} b_t)`` (``s`` odd, so no ties);
 * ``and``: ``y = +1`` iff ``b_t = +1`` for every ``t ∈ I`` (unbalanced: ``P(y=+1) = 2^{-s}``);
-* ``parity``: ``y = Π_{t∈I} b_t``.
+* ``parity``: ``y = Π_{t∈I} b_t``;
+* ``halfspace``: ``y = sign(Σ_{t∈I} v_t b_t)`` with fixed weights ``v_t ~ 𝒩(0, 1)`` drawn from the
+  task seed (a linear threshold function; with ``s = T`` every bit matters — the dense family next
+  to the sparse ones, used in Chapter 8; ties have probability 0 and are broken towards ``+1``).
 
 With ``random_labels=True`` the labels are i.i.d. uniform ``±1`` independent of the input (the
 control of Zhang et al. 2017): any gap there is pure memorisation, and a measure of capacity that
@@ -24,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TASK_KINDS", "BooleanTask", "task_support", "boolean_labels", "token_embedding",
-           "encode", "sample"]
+__all__ = ["TASK_KINDS", "BooleanTask", "task_support", "halfspace_weights", "boolean_labels", "token_embedding",
+           "encode", "sample_bits", "sample"]
 
-TASK_KINDS = ("majority", "and", "parity")
+TASK_KINDS = ("majority", "and", "parity", "halfspace")
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,19 @@ def task_support(T: int, s: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(T, size=s, replace=False))
 
 
-def boolean_labels(bits: np.ndarray, support: np.ndarray, kind: str) -> np.ndarray:
-    """Labels ``±1`` (float64) of ``bits`` (shape ``(n, T)``, entries ±1) under the task ``kind``."""
+def halfspace_weights(s: int, seed: int) -> np.ndarray:
+    """The weights ``v`` (``s`` i.i.d. standard normals) of the ``halfspace`` task of seed ``seed``."""
+    return np.random.default_rng([seed, 4]).standard_normal(s)
+
+
+def boolean_labels(bits: np.ndarray, support: np.ndarray, kind: str, seed: int = 0) -> np.ndarray:
+    """Labels ``±1`` (float64) of ``bits`` (shape ``(n, T)``, entries ±1) under the task ``kind``.
+
+    ``seed`` draws the weights of the ``halfspace`` task (ignored by the other kinds).
+    """
     b = np.asarray(bits, dtype=np.float64)[:, support]
+    if kind == "halfspace":
+        return np.where(b @ halfspace_weights(len(support), seed) >= 0, 1.0, -1.0)
     if kind == "majority":
         return np.sign(b.sum(axis=1))
     if kind == "and":
@@ -92,19 +105,28 @@ def encode(bits: np.ndarray, emb: dict) -> np.ndarray:
     return np.concatenate([cls, tokens], axis=1)
 
 
+def _bits(task, n, seed):
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    rng = np.random.default_rng([task.seed, 3, seed])
+    return rng, rng.choice([-1.0, 1.0], size=(n, task.T))
+
+
+def sample_bits(task: BooleanTask, n: int, seed: int) -> np.ndarray:
+    """The bit strings ``(n, T)`` that :func:`sample` draws from stream ``seed`` (without encoding them)."""
+    return _bits(task, n, seed)[1]
+
+
 def sample(task: BooleanTask, n: int, seed: int):
     """``n`` i.i.d. examples ``(X, y, bits)`` of ``task`` from the stream ``seed``.
 
     ``X`` has shape ``(n, T+1, N)``, ``y ∈ {±1}^n``. For a random-label task ``y`` is drawn
     independently of ``bits`` from the same seed stream.
     """
-    if n < 1:
-        raise ValueError(f"n must be positive, got {n}")
-    rng = np.random.default_rng([task.seed, 3, seed])
-    bits = rng.choice([-1.0, 1.0], size=(n, task.T))
+    rng, bits = _bits(task, n, seed)
     if task.random_labels:
         y = rng.choice([-1.0, 1.0], size=n)
     else:
-        y = boolean_labels(bits, task.support, task.kind)
+        y = boolean_labels(bits, task.support, task.kind, task.seed)
     X = encode(bits, token_embedding(task.T, task.N, task.seed))
     return X, y, bits

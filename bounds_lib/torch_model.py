@@ -49,14 +49,16 @@ def project_rows(Z: torch.Tensor) -> torch.Tensor:
 class TorchTransformer(nn.Module):
     """``L`` single-head blocks of hidden size ``N`` with a scalar [CLS] readout.
 
-    Parameters are ``W_QK[ℓ]``, ``W_V[ℓ]``, ``W_M[ℓ]`` (each ``N×N``) and ``w`` (``N``). The
+    Parameters are ``W_QK[ℓ]``, ``W_V[ℓ]``, ``W_M[ℓ]`` (each ``N×N``) and ``w`` (``N``); with
+    ``rank = r > 0`` each matrix is instead factorised as ``A Bᵀ`` (``A, B`` of shape ``N×r``, the
+    low-rank parameterisation of Chapter 8), and :meth:`matrices` returns the products. The
     initialisation (seeded through ``generator``) draws i.i.d. ``𝒩(0, init_scale²/N)`` entries, so
     every matrix starts with spectral norm ≈ ``2·init_scale``; ``w`` starts as ``𝒩(0, 1/N)``.
     """
 
     def __init__(self, L: int, N: int, *, act: str = "gelu", logit_scale: float = 1.0,
                  init_scale: float = 1.0, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, rank: int = 0):
         super().__init__()
         if int(L) != L or L < 1:
             raise ValueError(f"L must be a positive integer, got {L}")
@@ -66,16 +68,44 @@ class TorchTransformer(nn.Module):
             raise ValueError(f"unknown activation {act!r}; supported: {', '.join(sorted(TORCH_ACTIVATIONS))}")
         if not math.isfinite(logit_scale) or logit_scale <= 0:
             raise ValueError(f"logit_scale must be a positive finite number, got {logit_scale}")
+        if int(rank) != rank or not 0 <= rank <= N:
+            raise ValueError(f"rank must be an integer in [0, N] (0: full N×N matrices), got {rank}")
         self.L, self.N, self.act, self.logit_scale = int(L), int(N), act, float(logit_scale)
+        self.rank = int(rank)
         std = init_scale / math.sqrt(N)
 
         def mat():
             return nn.Parameter(torch.randn(N, N, generator=generator, dtype=dtype) * std)
 
-        self.W_QK = nn.ParameterList([mat() for _ in range(self.L)])
-        self.W_V = nn.ParameterList([mat() for _ in range(self.L)])
-        self.W_M = nn.ParameterList([mat() for _ in range(self.L)])
+        if self.rank == 0:
+            self.W_QK = nn.ParameterList([mat() for _ in range(self.L)])
+            self.W_V = nn.ParameterList([mat() for _ in range(self.L)])
+            self.W_M = nn.ParameterList([mat() for _ in range(self.L)])
+        else:
+            # W = A Bᵀ with A, B of shape N×r: entries of W have variance r·s⁴ = init_scale²/N
+            fs = math.sqrt(init_scale) / (N * self.rank) ** 0.25
+
+            def factor():
+                return nn.Parameter(torch.randn(N, self.rank, generator=generator, dtype=dtype) * fs)
+
+            for a in ("QK", "V", "M"):
+                setattr(self, f"A_{a}", nn.ParameterList([factor() for _ in range(self.L)]))
+                setattr(self, f"B_{a}", nn.ParameterList([factor() for _ in range(self.L)]))
         self.w = nn.Parameter(torch.randn(N, generator=generator, dtype=dtype) / math.sqrt(N))
+
+    def matrices(self, dtype: torch.dtype | None = None) -> dict:
+        """``{"QK": [W_QK per layer], "V": [...], "M": [...]}``: the paper's matrices as tensors.
+
+        For a full model these are the parameters themselves; for a factorised one (``rank = r``)
+        the products ``A Bᵀ`` (rank at most ``r``), which carry the gradient to the factors. ``dtype``
+        (e.g. float64) converts the factors before multiplying, so that the product's numerical rank
+        is ``r`` and not that of a float32 rounding.
+        """
+        if self.rank == 0:
+            return {"QK": list(self.W_QK), "V": list(self.W_V), "M": list(self.W_M)}
+        cast = (lambda t: t) if dtype is None else (lambda t: t.to(dtype))
+        return {a: [cast(A) @ cast(B).T for A, B in zip(getattr(self, f"A_{a}"), getattr(self, f"B_{a}"))]
+                for a in ("QK", "V", "M")}
 
     @property
     def L_phi(self) -> float:
@@ -87,7 +117,8 @@ class TorchTransformer(nn.Module):
             raise ValueError(f"inputs must have shape (n, T, {self.N}), got {tuple(X.shape)}")
         phi = TORCH_ACTIVATIONS[self.act]
         H = project_rows(X)
-        for QK, V, M in zip(self.W_QK, self.W_V, self.W_M):
+        W = self.matrices()
+        for QK, V, M in zip(W["QK"], W["V"], W["M"]):
             logits = self.logit_scale * (H @ QK) @ H.transpose(-1, -2)
             Y = project_rows(torch.softmax(logits, dim=-1) @ (H @ V))
             H = project_rows(phi(Y) @ M)
@@ -115,6 +146,7 @@ def to_numpy(tm: TorchTransformer, meta: dict | None = None) -> SingleHeadTransf
     def arr(p):
         return p.detach().cpu().to(torch.float64).numpy().copy()
 
-    blocks = tuple(Block(arr(q), arr(v), arr(m)) for q, v, m in zip(tm.W_QK, tm.W_V, tm.W_M))
+    W = tm.matrices(torch.float64)
+    blocks = tuple(Block(arr(q), arr(v), arr(m)) for q, v, m in zip(W["QK"], W["V"], W["M"]))
     return SingleHeadTransformer(blocks, arr(tm.w), act=tm.act, logit_scale=tm.logit_scale,
                                  meta=dict(meta or {}))

@@ -13,6 +13,14 @@ produce bit-identical weights and losses; a test checks it.
 
 Measured quantities: train/test logistic loss and 0-1 error, and the gap ``test − train`` of
 both, with the test set a large fresh sample from a seed stream disjoint from the training one.
+With ``disjoint_test`` (Chapter 8) the test inputs also exclude every training bit string, and the
+per-example correctness on the test set is kept (``TrainResult.test_correct``), so models of the same
+task and seed can be compared example by example.
+
+Spectrum-shaping choices (Chapter 8): ``weight_decay`` (decoupled, AdamW, on the ``3L`` matrices —
+the factors of a factorised model — not on the readout), ``nuclear`` (``λ Σ‖W‖_*`` added to the
+objective; the stopping rule and the loss curve use the data loss alone) and ``rank`` (every matrix
+parameterised as ``A Bᵀ``).
 """
 from __future__ import annotations
 
@@ -25,7 +33,8 @@ import torch
 from .tasks import BooleanTask, sample
 from .torch_model import TorchTransformer, to_numpy
 
-__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "train"]
+__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "disjoint_test_sample",
+           "nuclear_penalty", "train"]
 
 TRAIN_STREAM, TEST_STREAM = 0, 1
 
@@ -49,12 +58,30 @@ class TrainConfig:
     n_test: int = 4096
     seed: int = 0
     stop_loss: float | None = None  # stop at the first step whose full-batch training loss is <= this
+    # spectrum-shaping choices of Chapter 8 (all off by default)
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW) on the 3L matrices (or their factors)
+    nuclear: float = 0.0  # λ of the penalty λ Σ ‖W‖_* (nuclear norm, Schatten-1) over the 3L matrices
+    rank: int = 0  # > 0: every matrix factorised as A Bᵀ with A, B of shape N×rank
+    disjoint_test: bool = False  # test inputs exclude every training bit string; per-example results stored
+
+    def __post_init__(self):
+        for name in ("weight_decay", "nuclear"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if isinstance(self.rank, bool) or int(self.rank) != self.rank or not 0 <= self.rank <= self.N:
+            raise ValueError(f"rank must be an integer in [0, N={self.N}] (0: full matrices), got {self.rank!r}")
+
+    #: fields left out of :meth:`as_dict` at their default, so rows written before they existed keep
+    #: their format and their configuration keys (``--reuse`` matches on the exact dict)
+    _OPTIONAL = {"stop_loss": None, "weight_decay": 0.0, "nuclear": 0.0, "rank": 0, "disjoint_test": False}
 
     def as_dict(self) -> dict:
-        """The fields as a dict; ``stop_loss`` only when set (rows of fixed-step runs keep their format)."""
+        """The fields as a dict; optional fields (``stop_loss``, the Chapter 8 choices) only when set."""
         d = asdict(self)
-        if d["stop_loss"] is None:
-            del d["stop_loss"]
+        for k, default in self._OPTIONAL.items():
+            if d[k] == default:
+                del d[k]
         return d
 
     def task(self) -> BooleanTask:
@@ -76,6 +103,8 @@ class TrainResult:
     seconds: float
     steps_taken: int = 0
     reached_target: bool | None = None  # None without ``stop_loss``
+    test_correct: np.ndarray | None = None  # per test example: 1 if classified correctly (disjoint_test)
+    n_test_overlap: int | None = None  # test candidates dropped because they were training inputs
 
     @property
     def gap_loss(self) -> float:
@@ -113,6 +142,36 @@ def evaluate(model: TorchTransformer, X: torch.Tensor, y: torch.Tensor, batch: i
     return losses / X.shape[0], errors / X.shape[0]
 
 
+def disjoint_test_sample(task, n_test: int, train_bits: np.ndarray):
+    """``n_test`` test examples of ``task`` whose bit strings are none of ``train_bits``.
+
+    Draws ``n_test + len(train_bits)`` candidates from the test stream and keeps the first ``n_test``
+    that are not training inputs (i.i.d. from the input distribution conditioned on being unseen).
+    Returns ``(X, y, bits, n_dropped)``; raises ``ValueError`` if too few unseen strings were drawn.
+    """
+    seen = {row.tobytes() for row in np.asarray(train_bits, dtype=np.float64)}
+    X, y, bits = sample(task, n_test + len(seen), TEST_STREAM)
+    keep = np.array([row.tobytes() not in seen for row in bits])
+    if keep.sum() < n_test:
+        raise ValueError(f"only {int(keep.sum())} of {keep.size} test candidates are unseen inputs; "
+                         f"T = {task.T} bits leave too few strings for n_test = {n_test}")
+    idx = np.flatnonzero(keep)[:n_test]
+    return X[idx], y[idx], bits[idx], int((~keep[:idx[-1] + 1]).sum())
+
+
+def nuclear_penalty(model: TorchTransformer) -> torch.Tensor:
+    """``Σ_{ℓ,a} ‖W^a_ℓ‖_*`` (sum of singular values) over the model's ``3L`` matrices (differentiable)."""
+    return sum(torch.linalg.svdvals(W).sum() for Ws in model.matrices().values() for W in Ws)
+
+
+def _optimizer(model: TorchTransformer, config: TrainConfig):
+    if config.weight_decay == 0:
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    mats = [p for name, p in model.named_parameters() if name != "w"]
+    return torch.optim.AdamW([{"params": mats, "weight_decay": config.weight_decay},
+                              {"params": [model.w], "weight_decay": 0.0}], lr=config.lr)
+
+
 def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResult:
     """Train one model from scratch as ``config`` says; deterministic for a fixed config.
 
@@ -126,26 +185,31 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     """
     t0 = time.perf_counter()
     task = config.task()
-    Xtr, ytr, _ = sample(task, config.n_train, TRAIN_STREAM)
-    Xte, yte, _ = sample(task, config.n_test, TEST_STREAM)
+    Xtr, ytr, btr = sample(task, config.n_train, TRAIN_STREAM)
+    overlap = None
+    if config.disjoint_test:
+        Xte, yte, _, overlap = disjoint_test_sample(task, config.n_test, btr)
+    else:
+        Xte, yte, _ = sample(task, config.n_test, TEST_STREAM)
     Xtr, ytr = torch.as_tensor(Xtr, dtype=dtype), torch.as_tensor(ytr, dtype=dtype)
     Xte, yte = torch.as_tensor(Xte, dtype=dtype), torch.as_tensor(yte, dtype=dtype)
     gen = torch.Generator().manual_seed(int(config.seed))
     model = TorchTransformer(config.L, config.N, act=config.act, logit_scale=config.logit_scale,
-                             init_scale=config.init_scale, generator=gen, dtype=dtype)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+                             init_scale=config.init_scale, generator=gen, dtype=dtype, rank=config.rank)
+    opt = _optimizer(model, config)
     curve = []
     target = config.stop_loss
     reached = None if target is None else False
     taken = 0
     for _ in range(int(config.steps)):
         opt.zero_grad(set_to_none=True)
-        loss = logistic_loss(model(Xtr), ytr)
+        loss = logistic_loss(model(Xtr), ytr)  # the data loss: the stopping rule and the curve use it
         if target is not None and float(loss.detach()) <= target:
             curve.append(float(loss.detach()))
             reached = True
             break
-        loss.backward()
+        objective = loss + config.nuclear * nuclear_penalty(model) if config.nuclear > 0 else loss
+        objective.backward()
         opt.step()
         taken += 1
         curve.append(float(loss.detach()))
@@ -159,5 +223,9 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     model.eval()
     tr_loss, tr_err = evaluate(model, Xtr, ytr)
     te_loss, te_err = evaluate(model, Xte, yte)
+    correct = None
+    if config.disjoint_test:
+        with torch.no_grad():
+            correct = (yte * model(Xte) > 0).numpy().astype(np.uint8)
     return TrainResult(config, model, tr_loss, tr_err, te_loss, te_err, curve,
-                       time.perf_counter() - t0, taken, reached)
+                       time.perf_counter() - t0, taken, reached, correct, overlap)

@@ -133,7 +133,56 @@ def test_stop_loss_not_reached_is_reported():
 
 
 def test_config_dict_omits_an_unset_stop_loss():
-    assert "stop_loss" not in TINY.as_dict() and TINY.as_dict() == {
-        k: v for k, v in dataclasses.asdict(TINY).items() if k != "stop_loss"}
+    optional = ("stop_loss", "weight_decay", "nuclear", "rank", "disjoint_test")
+    assert TINY.as_dict() == {k: v for k, v in dataclasses.asdict(TINY).items() if k not in optional}
     assert STOP.as_dict()["stop_loss"] == 0.3
     assert TrainConfig(**TINY.as_dict()) == TINY and TrainConfig(**STOP.as_dict()) == STOP
+
+
+def test_chapter8_choices_round_trip_and_reject_bad_values():
+    cfg = dataclasses.replace(TINY, weight_decay=0.1, nuclear=1e-3, rank=2, disjoint_test=True)
+    d = cfg.as_dict()
+    assert d["weight_decay"] == 0.1 and d["rank"] == 2 and d["disjoint_test"] is True
+    assert TrainConfig(**d) == cfg
+    for bad in (dict(weight_decay=-1.0), dict(nuclear=float("nan")), dict(rank=TINY.N + 1), dict(rank=1.5)):
+        with pytest.raises(ValueError):
+            dataclasses.replace(TINY, **bad)
+
+
+def test_low_rank_model_has_rank_at_most_r():
+    torch.set_num_threads(1)
+    res = train(dataclasses.replace(TINY, rank=2, steps=5))
+    from bounds_lib.norms import numerical_rank, singular_values
+    for b in res.model.blocks:
+        for W in (b.W_QK, b.W_V, b.W_M):
+            assert numerical_rank(singular_values(W)) <= 2
+
+
+def test_nuclear_penalty_and_weight_decay_shrink_the_spectrum():
+    torch.set_num_threads(1)
+    from bounds_lib.norms import singular_values
+    base = dataclasses.replace(TINY, steps=60)
+
+    def nuclear_sum(cfg):
+        m = train(cfg).model
+        return sum(singular_values(W).sum() for b in m.blocks for W in (b.W_QK, b.W_V, b.W_M))
+
+    plain = nuclear_sum(base)
+    assert nuclear_sum(dataclasses.replace(base, nuclear=0.05)) < 0.9 * plain
+    assert nuclear_sum(dataclasses.replace(base, weight_decay=2.0)) < 0.9 * plain
+
+
+def test_disjoint_test_inputs_and_per_example_results():
+    torch.set_num_threads(1)
+    from bounds_lib.tasks import sample
+    cfg = dataclasses.replace(TINY, T=6, n_train=40, n_test=20, disjoint_test=True, steps=3)
+    res = train(cfg)
+    _, _, btr = sample(cfg.task(), cfg.n_train, 0)
+    from bounds_lib.training import disjoint_test_sample
+    _, _, bte, dropped = disjoint_test_sample(cfg.task(), cfg.n_test, btr)
+    train_set = {r.tobytes() for r in btr}
+    assert not any(r.tobytes() in train_set for r in bte)
+    assert dropped > 0  # with 2^6 strings and 40 training inputs, some candidates were training inputs
+    assert res.test_correct.shape == (20,) and abs(res.test_correct.mean() - (1 - res.test_error)) < 1e-12
+    with pytest.raises(ValueError, match="too few strings"):
+        disjoint_test_sample(dataclasses.replace(cfg, T=3).task(), 20, np.array([[1.0, 1, 1]]))

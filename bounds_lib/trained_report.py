@@ -1,0 +1,235 @@
+"""Tables and figures of the trained-model chapters (7 and 8) from committed results files.
+
+The chapters read a results file (:func:`bounds_lib.experiments.load_results`), choose rows, and
+call these functions; every number comes from the rows, every ranking carries its bootstrap interval
+(:mod:`bounds_lib.stats`). Figures use the book's style (:mod:`bounds_lib.style`): at most two panels
+per row, a legend for every colour.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import experiments as E
+from . import stats as S
+
+__all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
+           "label_pairs", "pstar_share", "plot_errors", "plot_scaling", "plot_proxy_vs_gap", "plot_pstar_share",
+           "plot_p_profile", "arch_count", "test_train_overlap"]
+
+#: results-file key -> label in figures (LaTeX)
+PROXIES = {
+    "B_ours_sum": r"$B_{\rm ours}$ (sum)",
+    "B_ours_rss": r"$B_{\rm ours}$ (rss)",
+    "B_edelman": r"$B_{\rm Edelman}$",
+    "B_11": r"$(1,1)$ analogue",
+    "prod_spectral": r"$\prod\Vert W\Vert_2$",
+    "sum_frobenius": r"$\sum\Vert W\Vert_F$",
+    "n_params": "# parameters",
+    "readout_norm": r"$\Vert w\Vert_2$ (readout)",
+}
+#: the same in plain text (tables, printed lines)
+PLAIN = {"B_ours_sum": "B_ours (sum)", "B_ours_rss": "B_ours (rss)", "B_edelman": "B_Edelman",
+         "B_11": "(1,1) analogue", "prod_spectral": "Π‖W‖₂", "sum_frobenius": "Σ‖W‖_F",
+         "n_params": "# parameters", "readout_norm": "‖w‖₂ (readout)", "train_error": "training error",
+         "steps_taken": "steps taken", "mean_p_star": "mean p*"}
+BOUNDS = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11")
+#: measures of fit, not capacity: a proxy that does no better than these has learnt nothing about capacity
+BASELINES = ("train_error", "steps_taken")
+
+
+def measure(rows, name: str) -> np.ndarray:
+    """Values of measure ``name`` on ``rows`` (a proxy's log10, or ``train_error`` / ``steps_taken``)."""
+    if name in ("train_error", "steps_taken"):
+        if any(name not in r for r in rows):
+            raise KeyError(f"{name!r} is not stored in these rows (steps_taken: common-loss runs only)")
+        return np.array([float(r[name]) for r in rows])
+    return np.array([E.proxy_value(r, name) for r in rows])
+
+
+def clusters(rows, keys=None) -> list:
+    """The configuration of every row without its seed (the bootstrap's clusters)."""
+    return [tuple(sorted((k, v) for k, v in r["config"].items() if k != "seed"
+                         and (keys is None or k in keys))) for r in rows]
+
+
+def interval_table(rows, names, W, hypers=E.HYPERPARAMETERS, fixed=(), target="gap_error") -> dict:
+    """``{name: {"overall", h…, "Psi": Interval, "wrong_h": (share, groups)…}}`` for every measure.
+
+    ``W``: bootstrap weights of ``rows`` (:func:`bounds_lib.stats.bootstrap_weights`).
+    ``wrong_h`` is the share of the groups along ``h`` where the measure ranks the gap backwards.
+    """
+    out = {}
+    for k in names:
+        m = measure(rows, k)
+        t = S.granulated_intervals(rows, m, W, hypers, fixed, target) if hypers else {
+            "overall": S.kendall_interval(m, [r[target] for r in rows], W)}
+        for h in hypers:
+            t[f"wrong_{h}"] = S.wrong_sign_share(rows, m, h, hypers, fixed, target)
+        out[k] = t
+    return out
+
+
+def markdown_table(table: dict, cols, labels=None) -> str:
+    """A Markdown table: one row per measure, one column per ``(key, header)`` of ``cols``."""
+    labels = labels or PLAIN
+    lines = ["| measure | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for k, t in table.items():
+        cells = []
+        for c, _ in cols:
+            v = t[c]
+            cells.append(S.format_interval(v) if isinstance(v, S.Interval) else
+                         f"{v[0]:.2f} of {v[1]}" if isinstance(v, tuple) else f"{v:+.2f}")
+        lines.append(f"| {labels.get(k, k)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def label_pairs(rows, same=("L", "N", "n_train", "seed")) -> list:
+    """``(real-label row, random-label row)`` pairs that agree on ``same`` (both in ``rows``)."""
+    real = {tuple(r["config"][k] for k in same): r for r in rows if not r["config"]["random_labels"]}
+    return [(real[key], r) for r in rows if r["config"]["random_labels"]
+            and (key := tuple(r["config"][k] for k in same)) in real]
+
+
+def pstar_share(rows) -> float:
+    """The share of all matrices of ``rows`` with ``p* > 0``."""
+    ps = [p for r in rows for a in E.MATRIX_TYPES for p in r["proxies"]["p_star"][a]]
+    return float(np.mean(np.array(ps) > 0))
+
+
+def arch_count(row) -> float:
+    """``log10(3LN + √L)``: ``B_ours`` (sum) of a model whose matrices are full rank with ``p* = 0``."""
+    L, N = row["config"]["L"], row["config"]["N"]
+    return float(np.log10(3 * L * N + np.sqrt(L)))
+
+
+def _panels(n, height=2.6, **kw):
+    from .style import book_subplots
+
+    fig, axes = book_subplots(-(-n // 2), 2 if n > 1 else 1, height=height, **kw)
+    axes = np.atleast_1d(axes).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def plot_errors(real, rand, depths, ns, rand_ns):
+    """Train (dashed) and test (solid) 0-1 error against width, one panel per (labels, n), colour = depth."""
+    panels = [(f"real labels, n = {n}", [r for r in real if r["config"]["n_train"] == n]) for n in ns]
+    panels += [(f"random labels, n = {n}", [r for r in rand if r["config"]["n_train"] == n]) for n in rand_ns]
+    fig, axes = _panels(len(panels), sharey=True)
+    for ax, (title, grp) in zip(axes, panels):
+        for i, L in enumerate(depths):
+            g = sorted([r for r in grp if r["config"]["L"] == L], key=lambda r: r["config"]["N"])
+            x = [r["config"]["N"] for r in g]
+            ax.plot(x, [r["train_error"] for r in g], "o--", color=f"C{i}", ms=4)
+            ax.plot(x, [r["test_error"] for r in g], "s-", color=f"C{i}", ms=4, label=f"L = {L}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(title)
+        ax.set_xlabel("width N")
+    axes[0].set_ylabel("0-1 error")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if len(panels) % 2:  # the empty slot of the last row holds the key
+        axes[len(panels)].set_visible(True)
+        axes[len(panels)].axis("off")
+        axes[len(panels)].legend(handles, labels, title="solid: test\ndashed: train", loc="center")
+    else:
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(depths), title="solid: test, dashed: train")
+    return fig
+
+
+def plot_scaling(rows, depths, widths, L_fix, N_fix, n, names=tuple(PROXIES)):
+    """Each proxy over its value at the smallest width (left) or depth (right) — the paper's Section 6 plot."""
+    from .style import book_subplots
+
+    at = {(r["config"]["L"], r["config"]["N"]): r for r in rows if r["config"]["n_train"] == n}
+    fig, (a1, a2) = book_subplots(1, 2, height=3.4)
+    for i, k in enumerate(names):
+        y = np.array([E.proxy_value(at[(L_fix, N)], k) for N in widths])
+        style = "o-" if i < 7 else "s--"  # the colour cycle has seven colours
+        a1.plot(widths, 10 ** (y - y[0]), style, color=f"C{i % 7}", label=PLAIN[k])
+        y = np.array([E.proxy_value(at[(L, N_fix)], k) for L in depths])
+        a2.plot(depths, 10 ** (y - y[0]), style, color=f"C{i % 7}")
+    a1.set(xscale="log", yscale="log", xlabel="width N", ylabel="relative to smallest", title=f"L = {L_fix}")
+    a2.set(xscale="log", yscale="log", xlabel="depth L", title=f"N = {N_fix}")
+    for ax, ticks in ((a1, widths), (a2, depths)):
+        ax.minorticks_off()
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+    fig.legend(loc="outside lower center", ncol=3)
+    return fig
+
+
+def plot_proxy_vs_gap(groups: dict, names, table=None, target="gap_error", markers=None):
+    """One panel per measure: its value against the gap; ``groups`` maps a legend label to rows.
+
+    With ``table`` (from :func:`interval_table`) each panel's title gives τ and its interval.
+    """
+    fig, axes = _panels(len(names), height=2.5)
+    markers = markers or {}
+    for ax, k in zip(axes, names):
+        for i, (lab, rs) in enumerate(groups.items()):
+            mk = markers.get(lab, "o")
+            ax.scatter(measure(rs, k), [r[target] for r in rs], s=14, marker=mk,
+                       color="k" if mk == "x" else f"C{i}", label=lab)
+        unit = "" if k in BASELINES else "log10 "
+        ax.set_xlabel(f"{unit}{PLAIN[k]}")
+        if table is not None:
+            ax.set_title(f"τ = {S.format_interval(table[k]['overall'])}")
+    for ax in axes[::2]:
+        ax.set_ylabel("gap")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(3, len(groups)))
+    return fig
+
+
+def plot_pstar_share(rows, depths, widths):
+    """Share of matrices with ``p* > 0`` by depth (rows) and width (columns), one panel per matrix type."""
+    fig, axes = _panels(len(E.MATRIX_TYPES), height=2.7)
+    for ax, a in zip(axes, E.MATRIX_TYPES):
+        frac = np.array([[np.mean(np.array([p for r in rows if (r["config"]["L"], r["config"]["N"]) == (L, N)
+                                            for p in r["proxies"]["p_star"][a]]) > 0) for N in widths]
+                         for L in depths])
+        ax.imshow(frac, vmin=0, vmax=1, cmap="viridis", origin="lower")
+        ax.set_xticks(range(len(widths)), [str(w) for w in widths])
+        ax.set_yticks(range(len(depths)), [str(d) for d in depths])
+        ax.set(title=f"$W^{{{a}}}$", xlabel="width N", ylabel="depth L")
+        for i in range(len(depths)):
+            for j in range(len(widths)):
+                ax.text(j, i, f"{frac[i, j]:.2f}", ha="center", va="center", color="w" if frac[i, j] < 0.5 else "k")
+    return fig
+
+
+def plot_p_profile(model):
+    """``T(W; p) / T(W; 0)`` on the post hoc grid for every matrix of a single-head model."""
+    from .norms import singular_values
+    from .peeling import posthoc_choice, posthoc_grid
+    from .propagation import log_gamma, log_scale_K
+    from .style import book_subplots
+
+    P = E.single_head_proxies(model)
+    grid = posthoc_grid(model.L, model.N)
+    C = P["spectral_norms"]
+    lg = log_gamma(C["M"], C["V"], C["QK"])
+    la = np.log(10) * np.array(P["log10_alpha"])
+    fig, ax = book_subplots(1, 1, height=3.4)
+    for i, a in enumerate(E.MATRIX_TYPES):
+        for l, b in enumerate(model.blocks):
+            lK = float(np.atleast_1d(log_scale_K(np.atleast_1d(lg[a]), la, model.L))[l])
+            ch = posthoc_choice(singular_values(getattr(b, f"W_{a}")), lK, model.N, grid)
+            ax.plot(grid, np.exp(ch.log_T - ch.log_T[0]), "o-" if l == 0 else "s--", ms=3, color=f"C{i}",
+                    label=f"$W^{{{a}}}$, layer {l}: $p^*$ = {ch.p_star:.2f}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set(xlabel="p", ylabel="T(W; p) / T(W; 0)", yscale="log")
+    ax.legend()
+    return fig
+
+
+def test_train_overlap(row) -> float:
+    """Share of a row's test inputs whose bit string is also a training input (0 for ``disjoint_test`` rows)."""
+    from .tasks import sample_bits
+    from .training import TEST_STREAM, TRAIN_STREAM, TrainConfig
+
+    cfg = TrainConfig(**row["config"])
+    seen = {b.tobytes() for b in sample_bits(cfg.task(), cfg.n_train, TRAIN_STREAM)}
+    if cfg.disjoint_test:
+        return 0.0
+    test = sample_bits(cfg.task(), cfg.n_test, TEST_STREAM)
+    return float(np.mean([b.tobytes() in seen for b in test]))
