@@ -233,3 +233,15 @@ def test_every_chapter_runs_outside_the_repository_from_the_wheel(editions, tmp_
             compared += len(_printed(b))
     print(f"{compared} printed outputs identical to the book's")
     assert compared > 50
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_download_button_notebook_is_plain_jupyter(md):
+    """The .ipynb behind the page's download button (book_reader) is the converted notebook."""
+    path = BUILD / "html" / "_sources" / "notebooks" / f"{md.stem}.ipynb"
+    if not path.is_file():
+        pytest.skip(f"{path} not built")
+    nb = nbformat.read(path, as_version=4)
+    assert mk.notebook_raw_myst(nb) == 0, mk.raw_report(nb)
+    assert mk.MACROS_TAG in nb.cells[0].metadata.get("tags", [])
+    assert any(mk.INSTALL_TAG in c.metadata.get("tags", []) for c in nb.cells[:4])

@@ -6,9 +6,11 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   source branch, which Colab cannot open. The Pages workflow publishes generated notebooks
   (``python book/tools/make_notebooks.py launch``) to the branch ``launch_notebooks_branch``
   (default ``notebooks``); the buttons are rewritten to ``notebooks/chXX.ipynb`` on that branch.
-* **Download button.** The executed ``.ipynb`` behind the download button gets the same first
-  cells as the launch notebooks: the book's TeX macros (so formulas render in Jupyter) and the
-  "run it yourself" install cell (never executed by the build).
+* **Download button.** The executed ``.ipynb`` behind the download button is the chapter's plain
+  Jupyter notebook of ``make notebooks`` (``make_notebooks.convert``: glued numbers, numbered
+  statements, linked references, macros cell, install cell), made from this build's own executions
+  (its jupyter-cache). Where that is impossible the page keeps MyST-NB's copy with the macros and
+  install cells, and the build log says why (the notebook tests fail on the same input).
 * **Local search.** Search-result snippets are turned off only when the book is opened from
   ``file://`` (they need ``fetch``, which browsers refuse there); the web site keeps them.
 * **PDF.** The MathJax macros of ``_config.yml`` are added to the LaTeX preamble, so ``make pdf``
@@ -28,7 +30,11 @@ from pathlib import Path
 
 import nbformat
 
+import make_notebooks
 from make_notebooks import prepare_for_jupyter
+from sphinx.util import logging
+
+_log = logging.getLogger(__name__)
 
 _COLAB = re.compile(r"^(?P<pre>.*/github/[^/]+/[^/]+/blob/)(?P<branch>[^/]+)(?P<path>/.+?)\.md$")
 _BINDER = re.compile(r"^(?P<pre>.*/v2/(?:gh|gl)/[^/]+/[^/]+/)(?P<branch>[^?]+)\?urlpath=(?P<path>.+?)\.md$")
@@ -73,8 +79,32 @@ def _page_context(app, pagename, templatename, context, doctree):
     if context.get("ipynb_source"):
         path = Path(app.outdir) / "_sources" / context["ipynb_source"]
         if path.is_file():
-            nb = nbformat.read(path, as_version=4)
-            nbformat.write(prepare_for_jupyter(nb), path)
+            nb = _reader_notebook(app, pagename)
+            if nb is None:
+                nb = prepare_for_jupyter(nbformat.read(path, as_version=4))
+            nbformat.write(nb, path)
+
+
+def _reader_notebook(app, pagename):
+    """The plain-Jupyter notebook of a chapter from this build's executions, or None."""
+    try:
+        if not hasattr(app, "_bounds_index"):
+            root = Path(app.srcdir)
+            app._bounds_index = make_notebooks.BookIndex(root)
+            app._bounds_bib = make_notebooks.Bibliography()
+        src = app._bounds_index.sources.get(pagename)
+        if src is None:
+            return None
+        cache = getattr(app.config, "nb_execution_cache_path", "") or str(Path(app.outdir).parent / ".jupyter_cache")
+        executed = make_notebooks.cached_execution(src, Path(cache).parent)
+        if executed is None:
+            _log.info(f"[book_reader] {pagename}: no cached execution; download notebook keeps MyST")
+            return None
+        nb, _ = make_notebooks.convert(src, app._bounds_index, app._bounds_bib, edition="launch", executed=executed)
+        return nb
+    except Exception as exc:  # the page must build; tests/test_notebooks_outside.py fails on the same input
+        _log.info(f"[book_reader] {pagename}: download notebook keeps MyST ({exc})")
+        return None
 
 
 # Sphinx's search fetches every hit's page to show a snippet; browsers refuse fetch() on file://,
