@@ -141,7 +141,7 @@ def render(stmts) -> str:
     u = uses(stmts)
     out = [BEGIN, ""]
     for ci, name in enumerate(CHAPTERS, start=1):
-        out += [f"### Chapter {ci}", "", "| Statement | Kind | How it is established | Uses (how each is established) |",
+        out += [f"## Chapter {ci}", "", "| Statement | Kind | How it is established | Uses (how each is established) |",
                 "|---|---|---|---|"]
         for s in (s for s in stmts if s.chapter == ci):
             cited = "; ".join(f"{{prf:ref}}`{c}` ({status.get(c, 'outside chapters 1-5')})" for c in u[s.label])
