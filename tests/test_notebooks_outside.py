@@ -34,10 +34,9 @@ pytest.importorskip("myst_nb")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("BOUNDS_BOOK_BUILD", ROOT / "_build"))
-_spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "book" / "tools" / "make_notebooks.py")
-mk = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("make_notebooks", mk)
-_spec.loader.exec_module(mk)
+if str(ROOT / "book" / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "book" / "tools"))
+import make_notebooks as mk  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -51,7 +50,7 @@ TEXT_KEYS = ("text/plain", "text/markdown", "text/latex", "text/html")
 # Kept out of the fresh environment: the library itself (installed from the wheel) and the book
 # tooling a reader's Jupyter does not have.
 NOT_IN_READER_ENV = ["bounds_lib*", "__editable__*", "*.pth", "myst_nb*", "myst_parser*", "jupyter_book*",
-                     "sphinx*", "jupytext*", "pip", "pip-*", "setuptools*", "_distutils_hack", "pkg_resources"]
+                     "sphinx*", "jupytext*", "pip", "pip-*"]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +126,9 @@ def _wheel(tmp: Path) -> Path:
 def _reader_env(tmp: Path) -> Path:
     """A fresh venv whose third-party packages are a filtered view of .venv's (no bounds_lib, no book tooling)."""
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # No pip or setuptools of its own (3.11's ensurepip brings an old setuptools that would shadow the
+    # pinned one); pip runs from this environment with --python.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
     view = tmp / "view"
     view.mkdir()
@@ -191,7 +192,8 @@ def test_every_chapter_runs_outside_the_repository_from_the_wheel(editions, tmp_
     names = zipfile.ZipFile(wheel).namelist()
     assert "bounds_lib/data/trained_grid.json" in names and "bounds_lib/book.mplstyle" in names
     py = _reader_env(tmp_path)
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", str(wheel)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-index", str(wheel)],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr  # every runtime dependency satisfied by the pinned environment
     where = subprocess.run([str(py), "-c", "import bounds_lib, importlib.util as u; print(bounds_lib.__file__); "
                             "print(u.find_spec('myst_nb'), u.find_spec('sphinx'), u.find_spec('jupytext'))"],

@@ -17,10 +17,9 @@ pytest.importorskip("pybtex")
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "book" / "tools" / "make_notebooks.py"
-_spec = importlib.util.spec_from_file_location("make_notebooks", TOOL)
-mk = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("make_notebooks", mk)  # dataclasses look their module up there
-_spec.loader.exec_module(mk)
+if str(ROOT / "book" / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "book" / "tools"))
+import make_notebooks as mk  # noqa: E402
 
 HEADER = """---
 jupytext:
