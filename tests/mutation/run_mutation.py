@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODULES = ("norms", "interpolation", "propagation", "peeling", "orders", "proxies")
 #: The fast tests that exercise each module (run for every mutant; keep them quick).
 TESTS = {
-    "norms": ["tests/test_norms.py"],
+    "norms": ["tests/test_norms.py", "tests/test_norms_boundaries.py"],
     "model": ["tests/test_model.py"],
     "interpolation": ["tests/test_interpolation.py", "tests/test_falsification.py"],
     "propagation": ["tests/test_propagation.py", "tests/test_falsification.py"],

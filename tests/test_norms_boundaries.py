@@ -1,0 +1,63 @@
+"""Exact boundaries, closed forms and error messages of bounds_lib.norms (written against the
+survivors of `make mutation MODULES=norms`, see tests/MUTATION.md)."""
+import numpy as np
+import pytest
+
+from bounds_lib import norms
+
+
+def test_numerical_rank_exactly_at_the_tolerance():
+    # the cut is RANK_RTOL · len(σ) · max(σ₁, 1); a singular value equal to it is a numerical zero
+    t = norms.RANK_RTOL * 2 * 1.0
+    assert norms.rank_threshold([1.0, t]) == t
+    assert norms.numerical_rank([1.0, t]) == 1
+    assert norms.numerical_rank([1.0, t * (1 + 1e-9)]) == 2
+    assert norms.schatten_power(np.array([1.0, t]), 0.0) == 1.0
+    assert norms.schatten_powers(np.array([1.0, t]), np.array([0.0]))[0] == 1.0
+    # below σ₁ = 1 the scale is 1, above it σ₁
+    assert norms.rank_threshold([0.5, 0.0]) == norms.RANK_RTOL * 2
+    assert norms.rank_threshold([10.0, 0.0, 0.0]) == norms.RANK_RTOL * 3 * 10.0
+
+
+def test_schatten_powers_closed_forms():
+    assert norms.schatten_powers([0.0, 0.0], [0.5, 2.0]).tolist() == [0.0, 0.0]
+    assert np.allclose(norms.schatten_powers([4.0, 1.0, 0.0], [0.0, 0.5, 2.0]), [2.0, 3.0, 17.0])
+    assert norms.validate_sigma([3, 1]).dtype == np.float64
+    for bad in ([np.nan], [2.5], [-0.1]):
+        with pytest.raises(ValueError, match="Schatten indices"):
+            norms.schatten_powers([1.0], bad)
+    with pytest.raises(ValueError, match="undefined at p = 0"):
+        norms.schatten_quasinorm([1.0], 0.0)
+
+
+def test_stable_rank_closed_forms():
+    assert norms.stable_rank(np.zeros((2, 2))) == 0.0
+    assert norms.stable_rank(np.diag([2.0, 0.0])) == 1.0
+    assert norms.stable_rank(np.eye(2)) == 2.0
+    assert np.isclose(norms.stable_rank(np.diag([2.0, 1.0])), 1.25)
+
+
+def test_messages_name_the_argument():
+    with pytest.raises(ValueError, match=r"^W must be a 2-D matrix"):
+        norms.as_matrix(np.ones(3))
+    with pytest.raises(ValueError, match=r"^Q must be a 2-D matrix"):
+        norms.singular_values(np.ones(3), name="Q")
+    with pytest.raises(ValueError, match=r"^W contains"):
+        norms.singular_values([[np.nan]])
+    with pytest.raises(ValueError, match=r"^Z must be a 2-D"):
+        norms.norm_2_to_inf(np.ones(3))
+    with pytest.raises(ValueError, match=r"^W cannot be converted to an array"):
+        norms.as_matrix([[1.0, 2.0], [3.0]])
+    with pytest.raises(ValueError, match=r"^W must be a numeric 2-D array, got an object array"):
+        norms.as_matrix(np.array([[1, "a"]], dtype=object))
+    with pytest.raises(ValueError, match=r"^W must be numeric, got dtype"):
+        norms.as_matrix(np.array([["a", "b"]]))
+    with pytest.raises(ValueError, match=r"^W contains 2 NaN or infinite entries"):
+        norms.as_matrix([[np.nan, 1.0, np.inf]])
+    with pytest.raises(ValueError, match=r"^p must"):
+        norms.validate_p(3.0)
+    with pytest.raises(ValueError, match=r"^sigma must be a 1-D"):
+        norms.validate_sigma(np.ones((2, 2)))
+    with pytest.raises(ValueError, match=r"^sigma contains NaN or infinite values"):
+        norms.validate_sigma([np.inf])
+    assert norms.as_matrix([[True, False]]).dtype == np.float64
