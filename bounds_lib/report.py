@@ -31,6 +31,7 @@ __all__ = [
     "ProxyRow",
     "check_head_logits",
     "compare_modes",
+    "architecture_table",
     "median_stable_ranks",
     "norm_ratio_medians",
     "log10_K_break_even",
@@ -71,6 +72,10 @@ class LogitCheck:
 
     checked: int
     worst: float
+
+    def _repr_markdown_(self) -> str:
+        return markdown_table(["heads compared", "worst relative logit difference"],
+                              [(self.checked, self.worst)], ["d", ".1e"], align="rr")
 
 
 def check_head_logits(path, *, n_tokens: int = 7, seed: int = 0) -> LogitCheck:
@@ -125,6 +130,14 @@ class ModeComparison:
     inflation_median: float
     zeros_per_head: int
 
+    def _repr_markdown_(self) -> str:
+        rows = [(r"largest $\lvert\sigma_i^{\rm clean}-\sigma_i^{\rm paper}\rvert/\sigma_1$", f"{self.top_err:.1e}"),
+                ("numerical zeros per head product (paper mode)", f"{self.zeros_per_head}"),
+                ("their median size", f"{self.zero_median:.1e}"),
+                (f"median zero to the power $p={self.p:.3g}$", f"{self.zero_pow:.3f}"),
+                (r"median $S_p^{\rm paper}/S_p^{\rm clean}$ over head products", f"{self.inflation_median:.3f}")]
+        return markdown_table(["clean against paper spectra", "value"], rows, align="lr")
+
 
 def compare_modes(clean: ModelSpectra, paper: ModelSpectra, p: float) -> ModeComparison:
     """Compare the clean and paper spectra of one model (same matrices, same order)."""
@@ -151,6 +164,16 @@ def compare_modes(clean: ModelSpectra, paper: ModelSpectra, p: float) -> ModeCom
     return ModeComparison(p=float(p), top_err=top_err, zero_median=zmed, zero_pow=float(zmed ** p),
                           inflation_median=float(np.median(infl)) if infl else 1.0,
                           zeros_per_head=max(per_head) if per_head else 0)
+
+
+def architecture_table(arch) -> str:
+    """The sizes of a checkpoint's architecture (:class:`~bounds_lib.checkpoints.ArchitectureSpec`) as a table."""
+    try:
+        row = (arch.family, arch.n_layers, arch.hidden, arch.n_heads, arch.head_dim, arch.d_ff)
+    except AttributeError as exc:
+        raise TypeError(f"arch must be an ArchitectureSpec (from detect_architecture), got {type(arch).__name__}") from exc
+    return markdown_table(["family", "layers $L$", "hidden $N$", "heads $H$", "head dim $d_h$", "FFN width $d_{ff}$"],
+                          [row], ["", "d", "d", "d", "d", "d"])
 
 
 def median_stable_ranks(spectra: ModelSpectra) -> dict:

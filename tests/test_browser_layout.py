@@ -9,7 +9,8 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
 * **display equations**: at 1280 px every display equation fits its column
   (``scrollWidth ≤ clientWidth``); at 390 px every display that is wider than its box scrolls
   (``overflow-x: auto``) and shows it (class ``math-scrolls``: visible scroll bar and edge shadows);
-* **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles);
+* **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles,
+  Markdown outputs such as tables);
 * **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its PNG
   records the smallest font size, the dpi and panels per row), its smallest text is ≥ 10 pt at the
   size the page shows it at 1280 px, and no row holds more than two panels.
@@ -127,6 +128,8 @@ def test_desktop_sidebar_collapses(open_page, page_path):
     page.mouse.click(where["x"], where["y"])
     page.wait_for_timeout(600)
     assert page.evaluate(state) == "hidden", "the sidebar toggle did not collapse the sidebar at 1280 px"
+    where = page.evaluate(_VISIBLE_TOGGLE, ".primary-toggle")  # the header moved left with the sidebar
+    assert where, "no visible sidebar toggle once the sidebar is collapsed"
     page.mouse.click(where["x"], where["y"])
     page.wait_for_timeout(600)
     assert page.evaluate(state) == "visible", "a second click did not bring the sidebar back"
@@ -192,7 +195,8 @@ RAW = re.compile(r"\\[A-Za-z]{2,}|\\[{}_^,;!|]|\{[a-z]+(?::[a-z]+)*\}`|`[^`]*`\{
 
 _TEXTS = r"""() => {
   const skip = 'script, style, code, pre, kbd, samp, mjx-container, mjx-assistive-mml, .math, .MathJax, '
-             + '.highlight, .cell_input, .cell_output, .output, .headerlink, .sd-tab-set, textarea, '
+             + '.highlight, .cell_input, .output.text_plain, .output.stream, .output.traceback, '
+             + '.headerlink, textarea, '
              + '#pst-search-dialog, .search-button__wrapper';
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
