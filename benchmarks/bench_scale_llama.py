@@ -5,9 +5,11 @@ d_h = 64), gated feed-forward d_ff = 5632, vocabulary 32000; random float16 weig
 in several safetensors shards with a ``model.safetensors.index.json``, written to a temporary folder
 and deleted afterwards (``--keep DIR`` keeps it).
 
-One child process runs the library's default analysis (clean mode, float64, one BLAS thread per
-job, ``--jobs`` layers at a time) and reports: wall time per layer (from the progress callback),
-total, where the time of one layer goes (the two dense SVDs of ``M_in = [G | U]`` (N × 2d_ff) and
+One child process opens and validates all layers, runs the library's default analysis (clean mode,
+float64, one BLAS thread per job, ``--jobs`` layers at a time) on all of them or on the first
+``--analyze-layers K`` (then the total is extrapolated; each layer costs the same), and reports:
+wall and process-CPU time per layer (from the progress callback; CPU time is what one free core
+would take, on a busy machine wall time is longer), the total, where the time of a layer goes (the two dense SVDs of ``M_in = [G | U]`` (N × 2d_ff) and
 ``M_out`` (d_ff × N) against the head products), and its own peak RSS (``wait4`` rusage) against
 the budget 2 × largest tensor (as stored) + 400 MB. Then an extrapolation to LLaMA-2-7B and
 LLaMA-2-70B shapes from the measured seconds per unit of ``N²·d_ff`` (the cost of a values-only SVD
@@ -86,29 +88,37 @@ def write_checkpoint(folder: Path, shard_mb: float, seed=0, **shape):
 CHILD = r"""
 import json, sys, time
 from threadpoolctl import threadpool_limits
-from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint
-from bounds_lib.proxies import _dense_spectrum, compute_spectra, layer_spectra, score
+import bounds_lib.proxies as P
+from bounds_lib.checkpoints import detect_architecture, open_checkpoint
 
-folder, jobs = sys.argv[1], int(sys.argv[2])
-stamps = []
+folder, jobs, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+dense = []  # process CPU seconds of each dense SVD (+ its norms): M_in, M_out, M_in, ...
+inner = P._dense_spectrum
+def timed(W):
+    c = time.process_time()
+    r = inner(W)
+    if W.shape[0] != W.shape[1]:  # the head products in paper mode are square; M_in / M_out are not
+        dense.append((W.shape, time.process_time() - c))
+    return r
+P._dense_spectrum = timed
+wall, cpu = [], []
 def progress(done, total):
     if done % 4 == 0:
-        stamps.append(time.perf_counter())
+        wall.append(time.perf_counter())
+        cpu.append(time.process_time())
 with threadpool_limits(1):
-    t0 = time.perf_counter()
-    sp = compute_spectra(folder, jobs=jobs, progress=progress)
+    t0, c0 = time.perf_counter(), time.process_time()
+    spec = detect_architecture(open_checkpoint(folder))  # every layer's tensors checked, headers only
+    t_open = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    sp = P.compute_spectra(folder, jobs=jobs, progress=progress, layers=k if k < spec.n_layers else None)
     t1 = time.perf_counter()
-    rep = score(sp)
+    rep = P.score(sp)
     t2 = time.perf_counter()
-    # where one layer's time goes (layer 0 again, sequentially)
-    src = open_checkpoint(folder)
-    lw = next(iter_layers(src, detect_architecture(src), layers=[0]))
-    a = time.perf_counter(); _dense_spectrum(lw.M_in); b = time.perf_counter()
-    _dense_spectrum(lw.M_out); c = time.perf_counter()
-    layer_spectra(lw, "clean", entrywise=False); e = time.perf_counter()
-print(json.dumps({"t_spectra": t1 - t0, "t_score": t2 - t1, "layer_done": [s - t0 for s in stamps],
-                  "t_svd_M_in": b - a, "t_svd_M_out": c - b, "t_layer0": e - c,
-                  "log10_B_ours": rep.summary()["B_ours_sum"]["log10"], "open_s": sp.meta["seconds_open"]}))
+print(json.dumps({"t_open_validate": t_open, "t_spectra": t1 - t0, "t_score": t2 - t1,
+                  "wall_done": [w - t0 for w in wall], "cpu_done": [c - c0 for c in cpu],
+                  "dense": [[list(s), t] for s, t in dense], "layers": sp.L, "L_total": spec.n_layers,
+                  "log10_B_ours": rep.summary()["B_ours_sum"]["log10"]}))
 """
 
 
@@ -116,7 +126,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shard-mb", type=float, default=500)
     ap.add_argument("--jobs", type=int, default=1, help="layers at a time (the CLI default is one per core)")
-    ap.add_argument("--layers", type=int, default=SHAPES_1B["L"])
+    ap.add_argument("--layers", type=int, default=SHAPES_1B["L"], help="layers of the generated checkpoint")
+    ap.add_argument("--analyze-layers", type=int, default=0,
+                    help="analyse only the first K layers and extrapolate the total (0: all; on a busy machine)")
     ap.add_argument("--keep", type=Path, default=None)
     ap.add_argument("--smoke", action="store_true", help="a tiny LLaMA shape, to check the script in seconds")
     args = ap.parse_args()
@@ -136,9 +148,10 @@ def main():
               f"{total / MB:.0f} MB float16 (written in {t_write:.0f} s); largest tensor {largest / MB:.0f} MB")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
+        k = args.analyze_layers or shape["L"]
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             t = time.perf_counter()
-            p = subprocess.Popen([sys.executable, "-c", CHILD, str(folder), str(args.jobs)], env=env,
+            p = subprocess.Popen([sys.executable, "-c", CHILD, str(folder), str(args.jobs), str(k)], env=env,
                                  stdout=out, stderr=err, text=True)
             _, status, ru = os.wait4(p.pid, 0)
             p.returncode = os.waitstatus_to_exitcode(status)
@@ -150,30 +163,33 @@ def main():
             res = json.loads(out.read().strip().splitlines()[-1])
         peak = ru.ru_maxrss * 1024
         budget = 2 * largest + 400 * MB
-        done = np.array(res["layer_done"])
-        per_layer = np.diff(np.concatenate([[res["open_s"]], done]))
-        L, N, F = shape["L"], shape["N"], shape["F"]
-        print(f"analysis (clean, float64, jobs={args.jobs}, one BLAS thread each): spectra {res['t_spectra']:.1f} s "
-              f"(opening and validating {res['open_s']:.2f} s), scoring {res['t_score']:.2f} s; child wall "
-              f"{wall:.1f} s (incl. the layer-0 breakdown)")
-        print(f"  per layer: median {np.median(per_layer):.2f} s, min {per_layer.min():.2f} s, max {per_layer.max():.2f} s")
-        lay = res["t_layer0"]
-        print(f"  one layer sequentially {lay:.2f} s: SVD of M_in (N x 2d_ff) {res['t_svd_M_in']:.2f} s "
-              f"({100 * res['t_svd_M_in'] / lay:.0f}%), SVD of M_out (d_ff x N) {res['t_svd_M_out']:.2f} s "
-              f"({100 * res['t_svd_M_out'] / lay:.0f}%), heads, reading and norms the rest "
-              f"({100 * (lay - res['t_svd_M_in'] - res['t_svd_M_out']) / lay:.0f}%)")
+        w = np.diff(np.concatenate([[0.0], res["wall_done"]]))
+        c = np.diff(np.concatenate([[0.0], res["cpu_done"]]))
+        K, L, N, F = res["layers"], res["L_total"], shape["N"], shape["F"]
+        d_in = np.array([t for s, t in res["dense"] if s[1] == 2 * F])
+        d_out = np.array([t for s, t in res["dense"] if s[0] == F])
+        print(f"child (clean, float64, jobs={args.jobs}, one BLAS thread; user+system CPU {ru.ru_utime + ru.ru_stime:.0f} s, "
+              f"wall {wall:.0f} s): opening and validating all {L} layers {res['t_open_validate']:.2f} s; "
+              f"spectra of {K} of {L} layers {res['t_spectra']:.0f} s wall; scoring {res['t_score']:.2f} s")
+        print(f"  per layer: wall {', '.join(f'{x:.0f}' for x in w)} s; process CPU {', '.join(f'{x:.0f}' for x in c)} s "
+              f"(median {np.median(c):.0f} s: the time on one free core)")
+        print(f"  where a layer's CPU goes: SVD+norms of M_in = [G|U] ({N}x{2 * F}) {np.median(d_in):.0f} s "
+              f"({100 * np.median(d_in) / np.median(c):.0f}%), of M_out ({F}x{N}) {np.median(d_out):.0f} s "
+              f"({100 * np.median(d_out) / np.median(c):.0f}%), reading, widening, {2 * shape['H']} head cores and norms the rest "
+              f"({100 * (1 - (np.median(d_in) + np.median(d_out)) / np.median(c)):.0f}%)")
+        total_cpu = L * np.median(c) + res["t_open_validate"] + res["t_score"] * L / K
+        print(f"  all {L} layers on one free core: {L} x {np.median(c):.0f} s + opening = {total_cpu / 60:.1f} min "
+              + ("(measured)" if K == L else f"(extrapolated from the {K} layers measured)"))
         print(f"  peak RSS {peak / MB:.0f} MB; budget 2 x largest tensor + 400 MB = {budget / MB:.0f} MB; "
               f"peak / budget = {peak / budget:.2f}")
-        unit = lay / (N * N * F)
-        print(f"extrapolation (seconds per layer ∝ N²·d_ff, {unit * 1e12:.3f} s per 10^12 N²·d_ff on this machine, "
-              "one core per layer):")
-        for name, s in TARGETS.items():
-            t_layer = unit * s["N"] ** 2 * s["F"]
-            mem = 8 * s["N"] * 2 * s["F"] * 3 / MB  # float64 M_in, its SVD copy, gate+up read
-            print(f"  {name}: {t_layer:.0f} s per layer, {s['L'] * t_layer / 60:.0f} min with 1 job, "
-                  f"{s['L'] * t_layer / 60 / 16:.1f} min with 16 jobs on 16 free cores if layers scale linearly "
-                  "(not measured here); "
-                  f"working set per job ≈ {mem:.0f} MB (float64 M_in, the SVD's copy, gate and up)")
+        unit = np.median(c) / (N * N * F)
+        print(f"extrapolation (CPU seconds per layer ∝ N²·d_ff: {unit * 1e12:.1f} s per 10^12 on this machine):")
+        for name, sh in TARGETS.items():
+            t_layer = unit * sh["N"] ** 2 * sh["F"]
+            mem = 8 * sh["N"] * 2 * sh["F"] * 3 / MB  # float64 M_in, the SVD's copy of it, gate and up
+            print(f"  {name}: {t_layer:.0f} s per layer, {sh['L'] * t_layer / 60:.0f} min on one core; with --jobs J "
+                  f"on J free cores about {sh['L'] * t_layer / 60:.0f}/J min if layers scale linearly (not measured "
+                  f"here); memory per job in flight ≈ {mem:.0f} MB (float64 M_in, the SVD's copy, gate and up)")
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
