@@ -397,6 +397,8 @@ def _model_input_files(args) -> dict:
     models = [args.model] if args.command == "analyze" else list(args.models)
     files = {}
     for m in models:
+        if not str(m).strip():
+            continue  # rejected with its own message when opened
         try:
             d = Path(m).expanduser()
             if d.is_dir():

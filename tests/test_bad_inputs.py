@@ -405,17 +405,22 @@ def test_cached_hub_snapshot_with_symlinked_shards_is_accepted(tmp_path):
 # ------------------------------------------------------------------------------ numerics
 
 
-def test_float32_overflow_gives_the_float64_result_and_no_lapack_noise(tmp_path, capfd):
+@pytest.mark.parametrize("mode", ["clean", "paper"])
+def test_float32_overflow_gives_the_float64_result_and_no_lapack_noise(mode, tmp_path, capfd):
     """Weights of 1e18 in a float32 file: products overflow float32 unless scaled. The result must equal
     the float64 one (scaled by powers of two), and nothing from LAPACK may reach the terminal."""
     d = write_model(tmp_path / "m", {k: v * np.float32(1e18) for k, v in tensors().items()})
     capfd.readouterr()
-    r32 = score(compute_spectra(d, dtype="float32"))
-    r64 = score(compute_spectra(d, dtype="float64"))
-    for a, b in ((r32.log_B_edelman, r64.log_B_edelman), (r32.log_B_ours_sum, r64.log_B_ours_sum)):
+    r32 = score(compute_spectra(d, dtype="float32", mode=mode))
+    r64 = score(compute_spectra(d, dtype="float64", mode=mode))
+    pairs = [(r32.log_B_edelman, r64.log_B_edelman)]
+    if mode == "clean":  # in paper mode B_ours counts the dtype's numerical zeros (1e-7 vs 1e-16): not comparable
+        pairs.append((r32.log_B_ours_sum, r64.log_B_ours_sum))
+    for a, b in pairs:
         assert np.isfinite(a) and a == pytest.approx(b, rel=1e-5)
-    for m in r32.matrices:
-        assert np.isfinite(m.sigma1) and np.isfinite(m.frobenius) and np.isfinite(m.norm_21)
+    for m, m64 in zip(r32.matrices, r64.matrices):
+        assert np.isfinite([m.sigma1, m.frobenius, m.norm_21, m.log_T_star]).all()
+        assert m.sigma1 == pytest.approx(m64.sigma1, rel=1e-5) and m.norm_21 == pytest.approx(m64.norm_21, rel=1e-5)
     cap = capfd.readouterr()  # file-descriptor level: catches Fortran's own writes
     assert "DLASCL" not in cap.out + cap.err and "illegal value" not in cap.out + cap.err
 
