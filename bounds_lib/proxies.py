@@ -99,10 +99,8 @@ class MatrixSpectrum:
 
     def __post_init__(self):
         # spectra are shared (SpectraCache, prefixes, rescoring): hand them out read-only
-        s = np.asarray(self.sigma, dtype=np.float64)
-        if s.flags.writeable:
-            s = s.view()
-            s.flags.writeable = False
+        s = np.asarray(self.sigma, dtype=np.float64).view()  # a view: its flag cannot be turned back on
+        s.flags.writeable = False                                 # once the computed array is frozen too
         object.__setattr__(self, "sigma", s)
 
     @property
@@ -330,10 +328,16 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
     out = []
 
     def cached(tag, arrays, compute, by_mode=True):
+        def frozen():  # results are shared (cache, every MatrixSpectrum): make the arrays themselves read-only
+            res = compute()
+            for item in (res if isinstance(res, list) else [res]):
+                item[0].flags.writeable = False
+            return res
+
         if cache is None:
-            return compute()
+            return frozen()
         key = f"{tag}|{mode if by_mode else '*'}|{dt}|{H}|{Hk}|{d}|{entrywise}"
-        return cache.get_or_compute(SpectraCache.digest(*arrays, tag=key), compute)
+        return cache.get_or_compute(SpectraCache.digest(*arrays, tag=key), frozen)
 
     def heads(kind, A_full, B_full, explicit):
         # A_full: (N, H·d) query/value side; B_full: (N, G·d) key/output side (head-major columns)

@@ -482,6 +482,8 @@ def test_cached_spectra_are_read_only(tmp_path):
         assert not m.sigma.flags.writeable
         with pytest.raises(ValueError):
             m.sigma[0] = 0.0
+        with pytest.raises(ValueError):  # the cached array itself is frozen, not only a view of it
+            m.sigma.flags.writeable = True
 
 
 # ------------------------------------------------------------------------------ API arrays
