@@ -169,9 +169,9 @@ def test_shell_falsification_has_power():
 def test_rounding_lemma_falsification_has_power():
     from bounds_lib.peeling import falsify_rounding, rounding_ratio
     rng = np.random.default_rng(4)
-    proved = falsify_rounding(rng, trials=500, restarts=4)
+    proved = falsify_rounding(rng, trials=200, restarts=3)
     assert proved.violations == 0 and proved.worst_adversarial > 0.95   # near-tight, found by the optimiser
-    weak = falsify_rounding(rng, trials=500, restarts=4, weaken=1.1)
+    weak = falsify_rounding(rng, trials=200, restarts=3, weaken=1.1)
     assert weak.violations > 0
     # the tight configuration of the proof: p → 0, δ → 0, one singular value e^2, log K = 3, N = 1
     assert rounding_ratio(np.array([-12.0, -12.0, 3.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-3)
