@@ -64,7 +64,8 @@ def balanced_log_covering(l_=l, m_=m, p_=p):
 
 
 def dudley_integral(p_=p):
-    """``∫₀¹ ε^{−p/(p+2)} dε`` (the entropy integral's ε dependence), ``= (p+2)/2``."""
+    """``∫₀¹ ε^{−p/(p+2)} dε`` (the entropy integral's ε dependence), ``= (p+2)/2`` (exact for numeric p too)."""
+    p_ = sp.sympify(p_)
     return sp.simplify(sp.integrate(eps ** (-p_ / (p_ + 2)), (eps, 0, 1), conds="none"))
 
 

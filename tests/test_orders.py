@@ -63,3 +63,68 @@ def test_bad_regime():
         regime_term("nuclear")
     with pytest.raises(ValueError):
         orders_table("max")
+
+
+# ---- closed forms and exact messages (kill the mutants of `make mutation MODULES=orders`) ----
+from bounds_lib.orders import (balanced_tau, edelman_order, entropy_terms, limit_in_depth, log_K_factor, ours_order,
+                               trauger_tewari_order)
+
+
+def test_balanced_forms_at_explicit_p():
+    e, Cs, l, m = SYMBOLS["eps"], SYMBOLS["C_s"], SYMBOLS["l"], SYMBOLS["m"]
+    # at p = 2 with ℓ = m = 1: entropies 2C_s/τ² and τ²/ε² balance at τ⁴ = 2C_s ε², each = √(2C_s)/ε
+    assert sp.simplify(balanced_tau(1, 1, 2) - (2 * Cs * e**2) ** sp.Rational(1, 4)) == 0
+    assert sp.simplify(balanced_log_covering(1, 1, 2) - sp.sqrt(2 * Cs) / e) == 0
+    assert sp.simplify(balanced_log_covering(l, m, 0) - Cs * (l + m)) == 0        # p = 0: rank × (ℓ+m)
+    a, b = entropy_terms(l, m, 1)
+    assert sp.simplify(a - Cs * (l + m) / SYMBOLS["tau"]) == 0
+    # √ of the entropy at radius ε/K, with ℓ = m = N, stripped of ε: 2^{1/(p+2)} T(W; p), here at p = 2
+    assert sp.simplify(term_from_covering(2) / released_term(C_s, K, 2) - 2 ** sp.Rational(1, 4)) == 0
+
+
+def test_dudley_integral_at_explicit_p():
+    assert dudley_integral(2) == 2 and dudley_integral(0) == 1
+    assert not dudley_integral().has(sp.Piecewise)
+
+
+def test_error_messages_name_the_choices():
+    with pytest.raises(ValueError, match="unknown regime 'nuclear'; supported: frobenius, low_rank, spectral"):
+        regime_term("nuclear")
+    with pytest.raises(ValueError, match="supported: frobenius, low_rank, spectral"):
+        edelman_order("nuclear")
+    with pytest.raises(ValueError, match="unknown aggregation 'max'; supported: sum, rss"):
+        ours_order("frobenius", "max")
+    with pytest.raises(ValueError, match="unknown depth form 'mean'; supported: 'max', 'geometric'"):
+        edelman_order("frobenius", "mean")
+
+
+def test_defaults_and_log_factor_flag():
+    C = SYMBOLS["C"]
+    T = regime_term("low_rank")
+    assert sp.simplify(ours_order("low_rank", "rss") - sp.sqrt(L) * T) == 0          # default: no log factor
+    assert orders_table() == orders_table("rss")
+    lf = orders_table("sum", log_factor=True)["spectral"]["ours"]
+    assert sp.simplify(lf / (L * N * log_K_factor())) == 1
+    assert sp.simplify(log_K_factor().subs({C: sp.E, L: 1})) == 1
+
+
+def test_geometric_depth_sum_closed_form():
+    C, C_F = SYMBOLS["C"], SYMBOLS["C_F"]
+    # C = 8, L = 2: Σ_{k<2} 8^{2k/3} = 1 + 4 = 5; Edelman = (5 (√N C_F)^{2/3})^{3/2} = 5^{3/2} √N C_F
+    geo = edelman_order("frobenius", "geometric").subs({C: 8, L: 2})
+    assert sp.simplify(geo - 5 ** sp.Rational(3, 2) * sp.sqrt(N) * C_F) == 0
+    tt = trauger_tewari_order("frobenius", "geometric").subs({C: 8, L: 2})
+    assert sp.simplify(tt - 5 ** sp.Rational(3, 2) * N * C_F) == 0
+
+
+def test_printed_leading_order_closed_form():
+    C = SYMBOLS["C"]
+    want = sp.sqrt(C_s) * C ** (L / 2) * L * N ** sp.Rational(2, 3)
+    assert sp.simplify(printed_leading_order(2) - want) == 0
+    assert sp.simplify(printed_leading_order(1) - sp.sqrt(C_s) * C ** (L / 3) * L * N ** sp.Rational(3, 4)) == 0
+
+
+def test_limit_in_depth_substitutes_one_plus_c():
+    C, c = SYMBOLS["C"], sp.Symbol("c", positive=True)
+    assert limit_in_depth(C - 1) == c                       # C = 1 + c exactly, with a fresh positive c
+    assert limit_in_depth(C**L) == sp.oo and limit_in_depth(C ** (-L)) == 0
