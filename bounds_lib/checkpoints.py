@@ -319,7 +319,7 @@ def _check_weight_map(source, weight_map, file_of):
         return
     for name, shard in weight_map.items():
         if name not in source._name_set():
-            raise CheckpointError(f"{source.description}: the shard index lists tensor {name!r} in {shard}, "
+            raise CheckpointError(f"{source.description}: the shard index lists tensor {name!r} in {shard.name}, "
                                   "but no shard holds it")
         if file_of(name) != shard:
             raise CheckpointError(f"{source.description}: the shard index puts tensor {name!r} in {shard.name}, "
