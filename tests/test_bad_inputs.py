@@ -670,6 +670,23 @@ def test_unwritable_folder_is_checked_before_work(tmp_path, capsys):
         ro.chmod(0o755)
 
 
+@pytest.mark.parametrize("opt", ["--json", "--csv", "--plots"])
+def test_unwritable_folder_is_refused_before_any_computation(opt, tmp_path, capsys, monkeypatch):
+    """The same check as above, runnable as root: the folder reports itself unwritable (os.access), and the
+    analysis must not even start."""
+    import bounds_lib.proxies as P
+
+    d = write_model(tmp_path / "m")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real_access(p, mode, **kw))
+    monkeypatch.setattr(P, "compute_spectra", lambda *a, **k: pytest.fail("computed before checking the outputs"))
+    target = ro / ("plots" if opt == "--plots" else "r.out")
+    rc = main(["analyze", str(d), opt, str(target), "--no-progress"])
+    assert_one_clear_line(rc, capsys.readouterr(), ro, "is not writable")
+
+
 def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monkeypatch):
     """--json and --plots: a figure that fails after the JSON is rendered leaves no JSON, no folder, and an
     existing report untouched."""
