@@ -1,23 +1,33 @@
-"""Train a grid of the paper's Transformers and measure every proxy against the real gap (Chapter 7).
+"""Train grids of the paper's Transformers and measure every proxy against the real gap (Chapters 7–8).
 
-One documented command produces the committed results file::
+The committed results files live in ``bounds_lib/data`` (package data; chapters read them with
+:func:`load_results`). Each was produced by one documented command::
 
-    python -m bounds_lib.experiments --out notebooks/data/trained_grid.json
+    python -m bounds_lib.experiments --out bounds_lib/data/trained_grid.json
+    python -m bounds_lib.experiments --out bounds_lib/data/trained_common_loss.json --preset common-loss --jobs 2
+    python -m bounds_lib.experiments --out bounds_lib/data/spectrum_study.json --preset study
 
-and ``--small`` runs a tiny grid with the same format in seconds (the test does that). The control that
-trains every model to a common training loss (Jiang et al. 2020's stopping criterion) is::
+(the exact command, library versions, measured cost and provenance notes are in each file's metadata).
+``--small`` runs a tiny grid of the preset with the same format in seconds (the tests do that).
+``--preset common-loss`` trains every model to a common training loss (Jiang et al. 2020's stopping
+criterion; ``--stop-loss X`` and ``--max-steps K`` override its target and budget; such rows also hold
+``steps_taken`` and ``reached_target``); ``--preset study`` is the spectrum-shaping study of Chapter 8
+(weight decay, nuclear-norm penalty, rank-r factorisation, plain control; test inputs disjoint from the
+training inputs, per-example test results and the spectra before and after training in every row).
 
-    python -m bounds_lib.experiments --out notebooks/data/trained_common_loss.json --preset common-loss --jobs 2
+Running a grid: ``--jobs J`` trains in J worker processes, ``--scheduler tcp://HOST:PORT`` dispatches the
+configurations through a Dask distributed cluster (extra ``grid``); each task trains one config on one
+torch thread, so the rows are the same whatever runs them (tested). Every finished row is appended to
+``OUT.partial.jsonl``; rerunning the same command after an interruption resumes from it.
+``--reuse FILE…`` copies rows whose configuration is already in earlier results files instead of
+retraining them (training is deterministic, so this changes no number; a stop-loss run that reached
+its target within a smaller budget is also reused under a larger one), ``--select KEY=V1,V2`` restricts
+the grid, ``--weights-dir DIR`` also saves every model as a checkpoint (:func:`save_model`), ``--note
+TEXT`` stores provenance. Every file carries ``metadata["schema"]`` (:data:`RESULTS_SCHEMA`) and
+``n_rows``; :func:`read_results` refuses another version, a truncated, partial or corrupted file.
 
-(``--stop-loss X`` and ``--max-steps K`` override the preset's target and step budget; such rows also
-hold ``steps_taken`` and ``reached_target``, and the metadata the target, budget and counts; ``--jobs``
-trains in worker processes of one torch thread each, which changes no number). ``--reuse FILE…``
-copies rows whose configuration is already in earlier results files instead of retraining them
-(training is deterministic, so this changes no number), ``--weights-dir DIR`` also saves every model
-as a checkpoint (:func:`save_model`), ``--note TEXT`` stores provenance in the metadata. Each row
-holds the training configuration, the measured train/test loss and 0-1 error (test on a large fresh
-sample) with the gap ``test − train``, and the proxies of :func:`single_head_proxies` computed on the
-trained weights. The file also records the command, seeds, library versions and run time.
+Each row holds the training configuration, the measured train/test loss and 0-1 error with the gap
+``test − train``, and the proxies of :func:`single_head_proxies` computed on the trained weights.
 
 The proxies are thin compositions of the library (single-head form of the released proxies, Chapters 3–6):
 
@@ -40,6 +50,7 @@ import math
 import platform
 import sys
 import time
+import dataclasses
 from dataclasses import asdict
 
 import numpy as np
@@ -58,6 +69,14 @@ __all__ = [
     "run_config",
     "run_grid",
     "PRESETS",
+    "RESULTS_SCHEMA",
+    "ResultsError",
+    "check_results",
+    "read_results",
+    "load_results",
+    "merge_results",
+    "variant_name",
+    "unpack_correct",
     "save_model",
     "load_model",
     "HYPERPARAMETERS",
@@ -69,6 +88,9 @@ __all__ = [
 ]
 
 MATRIX_TYPES = ("QK", "V", "M")
+#: The format tag every results file carries in ``metadata["schema"]``; :func:`check_results` refuses
+#: a file without it or with another one.
+RESULTS_SCHEMA = "bounds_lib.trained-results/1"
 #: The proxies stored per row (all as log10), in the order the chapter shows them.
 PROXY_NAMES = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11", "prod_spectral", "sum_frobenius",
                "n_params")
@@ -221,6 +243,82 @@ PRESETS = {"full": FULL_GRID, "small": SMALL_GRID, "common-loss": COMMON_LOSS_GR
            "common-loss-small": SMALL_COMMON_LOSS_GRID}
 
 
+def parse_select(items) -> dict:
+    """``["random_labels=true", "L=2,4"]`` → ``{"random_labels": {True}, "L": {2, 4}}`` (for ``--select``)."""
+    from .training import TrainConfig
+
+    fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for item in items or ():
+        key, sep, vals = item.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--select takes KEY=V1,V2 with KEY a TrainConfig field ({', '.join(fields)}), "
+                             f"got {item!r}")
+        conv = []
+        for v in vals.split(","):
+            if v.lower() in ("true", "false"):
+                conv.append(v.lower() == "true")
+            else:
+                try:
+                    conv.append(int(v))
+                except ValueError:
+                    try:
+                        conv.append(float(v))
+                    except ValueError:
+                        conv.append(v)
+        out[key] = set(conv)
+    return out
+
+
+def select_configs(configs, select: dict) -> list:
+    """The configs whose every field named in ``select`` takes one of the listed values."""
+    return [c for c in configs if all(getattr(c, k) in vs for k, vs in select.items())]
+
+
+#: The spectrum-shaping study of Chapter 8 (``--preset study``): the paper's single-head architecture
+#: trained for a fixed number of full-batch Adam steps with one spectrum-shaping choice at a time —
+#: decoupled weight decay, a nuclear-norm penalty, a rank-r factorisation — or plainly (the control),
+#: on two task families (parity of 2 of 16 bits; a dense halfspace on all 16 bits), two sample sizes
+#: and three seeds, test inputs disjoint from the training inputs. Sized from probe runs of 4–35 s each
+#: on the shared 2-core machine (the nuclear-norm penalty costs an SVD per matrix and step).
+STUDY_GRID = dict(tasks=({"kind": "parity", "T": 16, "s": 2}, {"kind": "halfspace", "T": 16, "s": 16}),
+                  depths=(2,), widths=(16,), n_trains=(64, 256), seeds=(0, 1, 2), steps=600, lr=3e-3,
+                  n_test=2048, disjoint_test=True,
+                  variants=({}, {"weight_decay": 1.0}, {"weight_decay": 3.0}, {"nuclear": 3e-4},
+                            {"nuclear": 1e-3}, {"nuclear": 3e-3}, {"rank": 1}, {"rank": 4}))
+#: A tiny study grid with the same format (seconds), used by the tests.
+SMALL_STUDY_GRID = dict(tasks=({"kind": "parity", "T": 8, "s": 2}, {"kind": "halfspace", "T": 8, "s": 8}),
+                        depths=(1,), widths=(4,), n_trains=(16,), seeds=(0, 1), steps=8, lr=1e-2, n_test=32,
+                        disjoint_test=True, variants=({}, {"weight_decay": 1.0}, {"nuclear": 1e-3}, {"rank": 1}))
+PRESETS.update({"study": STUDY_GRID, "study-small": SMALL_STUDY_GRID})
+
+
+def variant_name(config: dict) -> str:
+    """``"plain"``, ``"weight_decay=1"``, ``"nuclear=0.001"`` or ``"rank=2"``: the training choice of a row."""
+    for k in ("weight_decay", "nuclear", "rank"):
+        if config.get(k):
+            return f"{k}={config[k]:g}"
+    return "plain"
+
+
+def study_configs(spec: dict) -> list:
+    """All configs of a study spec (``tasks`` × ``variants`` × ``n_trains`` × depths × widths × ``seeds``)."""
+    from .training import TrainConfig
+
+    out = []
+    for seed in spec["seeds"]:
+        for task in spec["tasks"]:
+            for var in spec["variants"]:
+                for n in spec["n_trains"]:
+                    for L in spec["depths"]:
+                        for N in spec["widths"]:
+                            out.append(TrainConfig(L=L, N=N, n_train=n, seed=seed, steps=spec["steps"],
+                                                   lr=spec["lr"], n_test=spec["n_test"],
+                                                   disjoint_test=spec.get("disjoint_test", False),
+                                                   **task, **var))
+    return out
+
+
 def grid_configs(spec: dict) -> list:
     """All :class:`~bounds_lib.training.TrainConfig` of a grid spec (real labels, then random).
 
@@ -229,6 +327,8 @@ def grid_configs(spec: dict) -> list:
     """
     from .training import TrainConfig
 
+    if "variants" in spec:
+        return study_configs(spec)
     common = dict(kind=spec["kind"], T=spec["T"], s=spec["s"], steps=spec["steps"], lr=spec["lr"],
                   n_test=spec["n_test"], stop_loss=spec.get("stop_loss"))
     out = []
@@ -253,6 +353,11 @@ def run_config(config, weights_dir=None) -> dict:
         row["steps_taken"] = res.steps_taken
         row["reached_target"] = res.reached_target
     row["proxies"] = single_head_proxies(model)
+    if config.disjoint_test:  # rows of Chapter 8: per-example test results and the spectra
+        row["n_test_dropped"] = res.n_test_overlap
+        row["test_correct_hex"] = np.packbits(res.test_correct).tobytes().hex()
+        row["singular_values"] = _spectra(model)
+        row["init_singular_values"] = _spectra(_initial_model(config))
     if weights_dir is not None:
         import pathlib
 
@@ -265,10 +370,32 @@ def run_config(config, weights_dir=None) -> dict:
     return row
 
 
+def _spectra(model) -> dict:
+    return {a: [[float(x) for x in singular_values(getattr(b, f"W_{a}"), f"W_{a}")] for b in model.blocks]
+            for a in MATRIX_TYPES}
+
+
+def _initial_model(config):
+    """The model ``config`` starts training from (the trainer's seeded initialisation, float32)."""
+    import torch
+
+    from .torch_model import TorchTransformer, to_numpy
+
+    gen = torch.Generator().manual_seed(int(config.seed))
+    return to_numpy(TorchTransformer(config.L, config.N, act=config.act, logit_scale=config.logit_scale,
+                                     init_scale=config.init_scale, generator=gen, rank=config.rank))
+
+
+def unpack_correct(row: dict) -> np.ndarray:
+    """Per test example of a Chapter 8 row: True if the model classified it correctly."""
+    n = row["config"]["n_test"]
+    return np.unpackbits(np.frombuffer(bytes.fromhex(row["test_correct_hex"]), dtype=np.uint8))[:n].astype(bool)
+
+
 def _metadata(spec, argv, seconds):
     import torch
 
-    return {"command": "python -m bounds_lib.experiments " + " ".join(argv), "grid": spec,
+    return {"schema": RESULTS_SCHEMA, "command": "python -m bounds_lib.experiments " + " ".join(argv), "grid": spec,
             "bounds_lib": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "platform": platform.platform(), "machine": platform.machine(),
@@ -291,7 +418,8 @@ def _run_config_one_thread(args):
     return run_config(*args)
 
 
-def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: int = 1) -> dict:
+def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: int = 1,
+             select: dict | None = None, scheduler=None, progress=None) -> dict:
     """Run every config of ``spec`` (one torch thread each) and return ``{"metadata", "rows"}``.
 
     ``reuse``: an earlier results dict; rows whose config matches exactly are copied instead of
@@ -299,23 +427,43 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
     this on a committed row). Their training time still counts in ``total_seconds``.
     ``jobs > 1`` trains in that many worker processes (one torch thread each, so every row is the
     one a single process would produce); rows keep the order of :func:`grid_configs`.
+    ``scheduler`` (a ``tcp://host:port`` address or a ``distributed.Client``) dispatches the configs
+    through Dask distributed instead (each task trains one config on one torch thread, so the rows are
+    the same whatever runs them — a test compares a two-worker ``LocalCluster`` with the local path).
+    ``progress``: a file to which every finished row is appended as one JSON line (``main`` passes
+    ``OUT.partial.jsonl`` and reuses it on the next start, so an interrupted grid resumes).
+    ``select`` (see :func:`parse_select`) restricts the grid to some configs.
     """
     _one_thread()
     t0 = time.perf_counter()
     old = {}
     for r in (reuse or {}).get("rows", []):
         old[_config_key(r["config"])] = {k: v for k, v in r.items() if k != "weights_file"}
+    reached = {}  # stop-loss rows that reached their target, keyed without the step budget
+    for r in (reuse or {}).get("rows", []):
+        if r.get("reached_target") and r["config"].get("stop_loss") is not None:
+            reached[_config_key({k: v for k, v in r["config"].items() if k != "steps"})] = r
     configs = grid_configs(spec)
+    if select:
+        configs = select_configs(configs, select)
     rows, reused, reused_seconds = [None] * len(configs), 0, 0.0
     todo = []
     for i, cfg in enumerate(configs):
-        key = _config_key(cfg.as_dict())
+        d = cfg.as_dict()
+        key = _config_key(d)
+        short = _config_key({k: v for k, v in d.items() if k != "steps"})
         if key in old and weights_dir is None:
             rows[i] = old[key]
-            reused += 1
-            reused_seconds += old[key]["seconds"]
+        elif (short in reached and weights_dir is None and d.get("stop_loss") is not None
+              and reached[short]["steps_taken"] < d["steps"]):
+            # training is deterministic and stops at the first step that reaches the target: a run that
+            # reached it after k < budget steps is the same run under any budget > k
+            rows[i] = {**reached[short], "config": d}
         else:
             todo.append(i)
+            continue
+        reused += 1
+        reused_seconds += rows[i]["seconds"]
 
     def report(i):
         if log is not None:
@@ -326,22 +474,41 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
                   f"train_err={r['train_error']:.3f} test_err={r['test_error']:.3f}{extra} "
                   f"{r['seconds']:.1f}s", file=log, flush=True)
 
-    if jobs > 1 and len(todo) > 1:
+    def done(i, row):
+        rows[i] = row
+        report(i)
+        if progress is not None:  # one JSON line per finished row: an interrupted grid resumes from it
+            with open(progress, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    if scheduler is not None and todo:
+        from distributed import Client, as_completed
+
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+        try:
+            futures = {client.submit(_run_config_one_thread, (configs[i], weights_dir), pure=False): i
+                       for i in todo}
+            for fut in as_completed(futures):
+                done(futures[fut], fut.result())
+        finally:
+            if client is not scheduler:
+                client.close()
+    elif jobs > 1 and len(todo) > 1:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_one_thread) as pool:
-            futures = {i: pool.submit(_run_config_one_thread, (configs[i], weights_dir)) for i in todo}
-            for i in todo:
-                rows[i] = futures[i].result()
-                report(i)
+            futures = {pool.submit(_run_config_one_thread, (configs[i], weights_dir)): i for i in todo}
+            for fut in as_completed(futures):
+                done(futures[fut], fut.result())
     else:
         for i in todo:
-            rows[i] = run_config(configs[i], weights_dir)
-            report(i)
+            done(i, run_config(configs[i], weights_dir))
     meta = _metadata(spec, list(argv), time.perf_counter() - t0 + reused_seconds)
     meta["reused_rows"] = reused
+    meta["n_rows"] = len(rows)
+    meta["backend"] = ("dask" if scheduler is not None else f"process pool ({jobs})" if jobs > 1 else "in process")
     meta["training_seconds_sum"] = float(sum(r["seconds"] for r in rows))
     if spec.get("stop_loss") is not None:
         meta["wall_seconds"] = time.perf_counter() - t0
@@ -354,6 +521,121 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
     return {"metadata": meta, "rows": rows}
 
 
+# ----------------------------------------------------------------------------- reading results
+
+class ResultsError(ValueError):
+    """A results file that is not a complete results file of this library's format."""
+
+
+_ROW_KEYS = ("config", "train_error", "test_error", "gap_error", "gap_loss", "proxies", "seconds")
+
+
+def check_results(data, source: str = "results") -> dict:
+    """Check that ``data`` is a complete results file of format :data:`RESULTS_SCHEMA`; return it.
+
+    Refused with :class:`ResultsError` (one line saying what is wrong and what is supported): a file
+    without ``metadata["schema"]`` or with another one (another version of this library), a
+    ``partial`` file, rows missing a measured quantity or a proxy, non-finite numbers, or fewer rows than
+    ``metadata["n_rows"]`` says — a chapter never plots a truncated grid.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict) or not isinstance(
+            data.get("rows"), list):
+        raise ResultsError(f"{source}: not a results file (expected a JSON object with 'metadata' and 'rows')")
+    schema = data["metadata"].get("schema")
+    if schema != RESULTS_SCHEMA:
+        raise ResultsError(f"{source}: results schema {schema!r} is not supported (this library reads "
+                           f"{RESULTS_SCHEMA!r}); regenerate the file with the command in its metadata")
+    if data["metadata"].get("partial"):
+        raise ResultsError(f"{source}: a partial results file (an interrupted grid); finish it by rerunning "
+                           f"its command, which resumes")
+    rows = data["rows"]
+    if not rows:
+        raise ResultsError(f"{source}: the file holds no rows")
+    expected = data["metadata"].get("n_rows")
+    if expected != len(rows):
+        raise ResultsError(f"{source}: metadata says n_rows = {expected!r} but the file holds {len(rows)} rows "
+                           f"(truncated or edited)")
+    for i, r in enumerate(rows):
+        missing = [k for k in _ROW_KEYS if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise ResultsError(f"{source}: row {i} lacks {', '.join(missing)}")
+        missing = [k for k in PROXY_NAMES if k not in r["proxies"]]
+        if missing:
+            raise ResultsError(f"{source}: row {i} lacks the proxies {', '.join(missing)}")
+        vals = [r[k] for k in _ROW_KEYS[1:4]] + [r["proxies"][k] for k in PROXY_NAMES]
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+            raise ResultsError(f"{source}: row {i} holds a non-finite or non-numeric measurement")
+    return data
+
+
+def read_results(path, allow_partial: bool = False) -> dict:
+    """Read and check a results file (``.json``; with ``allow_partial`` also ``.partial.jsonl`` progress).
+
+    A progress file (one row per line, written while a grid runs) is accepted only for ``--reuse``.
+    """
+    import pathlib
+
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot read the results file ({e.strerror})") from None
+    if path.name.endswith(".jsonl"):
+        if not allow_partial:
+            raise ResultsError(f"{path}: a progress file of an unfinished grid, not a results file")
+        try:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{path}: corrupted progress file (line {e.lineno}: {e.msg})") from None
+        return {"metadata": {"schema": RESULTS_SCHEMA, "partial": True}, "rows": rows}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: corrupted results file, not valid JSON (line {e.lineno}: {e.msg})") from None
+    return check_results(data, str(path))
+
+
+def merge_results(paths, argv=()) -> dict:
+    """Concatenate the rows of several complete results files (e.g. parts of one grid run by separate
+    ``--select`` commands); ``metadata["commands"]`` lists the parts' commands, costs are summed."""
+    parts = [read_results(p) for p in paths]
+    rows = [r for d in parts for r in d["rows"]]
+    meta = dict(parts[0]["metadata"])
+    meta.pop("select", None)
+    meta.update(command="python -m bounds_lib.experiments " + " ".join(argv), n_rows=len(rows),
+                commands=[d["metadata"]["command"] for d in parts],
+                reused_rows=sum(d["metadata"].get("reused_rows", 0) for d in parts),
+                total_seconds=sum(d["metadata"]["total_seconds"] for d in parts),
+                training_seconds_sum=float(sum(r["seconds"] for r in rows)),
+                notes=[d["metadata"].get("note") for d in parts])
+    if all("stop_loss" in d["metadata"] for d in parts):
+        meta.update(wall_seconds=sum(d["metadata"]["wall_seconds"] for d in parts),
+                    n_reached=sum(bool(r["reached_target"]) for r in rows),
+                    n_not_reached=sum(not r["reached_target"] for r in rows),
+                    steps_taken=[r["steps_taken"] for r in rows])
+    meta.pop("note", None)
+    return check_results({"metadata": meta, "rows": rows}, "merged results")
+
+
+#: The results files shipped with the library (package data in ``bounds_lib/data``).
+RESULTS_FILES = {"trained_grid": "trained_grid.json", "common_loss": "trained_common_loss.json",
+                 "common_loss_rand256": "trained_common_loss_rand256.json", "study": "spectrum_study.json"}
+
+
+def load_results(name: str) -> dict:
+    """A committed results file by name (:data:`RESULTS_FILES`), read from the installed package and checked.
+
+    Chapters read their data only through this function, never through a path relative to the repository.
+    """
+    from importlib import resources
+
+    if name not in RESULTS_FILES:
+        raise ValueError(f"unknown results {name!r}; available: {', '.join(RESULTS_FILES)}")
+    res = resources.files("bounds_lib") / "data" / RESULTS_FILES[name]
+    with resources.as_file(res) as path:
+        return read_results(path)
+
+
 # ----------------------------------------------------------------------------- analysis
 
 #: The hyperparameters varied by the grid (Jiang et al. 2020 call each one an "axis").
@@ -363,12 +645,15 @@ HYPERPARAMETERS = ("L", "N", "n_train")
 def proxy_value(row: dict, name: str) -> float:
     """``log10`` of proxy ``name`` in a results row (``"mean_p_star"``, the mean ``p*``, is a plain value).
 
-    Besides :data:`PROXY_NAMES`, ``"readout_norm"`` gives ``log10 ‖w‖₂`` of the [CLS] readout.
+    Besides :data:`PROXY_NAMES`, ``"readout_norm"`` gives ``log10 ‖w‖₂`` of the [CLS] readout, and
+    ``"train_error"`` / ``"steps_taken"`` the row's measures of fit (baselines, plain values).
     """
     if name == "mean_p_star":
         return float(np.mean([p for a in MATRIX_TYPES for p in row["proxies"]["p_star"][a]]))
     if name == "readout_norm":
         return math.log10(row["proxies"]["readout_norm"])
+    if name in ("train_error", "steps_taken"):  # baseline measures of fit (Chapter 7), plain values
+        return float(row[name])
     if name not in row["proxies"]:
         raise KeyError(f"row has no proxy {name!r}; available: {', '.join(PROXY_NAMES)}")
     return float(row["proxies"][name])
@@ -443,9 +728,12 @@ def main(argv=None) -> int:
     [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``."""
     ap = argparse.ArgumentParser(prog="python -m bounds_lib.experiments", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="results JSON file to write")
-    ap.add_argument("--preset", choices=("full", "common-loss"), default="full",
+    ap.add_argument("--preset", choices=("full", "common-loss", "study"), default="full",
                     help="'full': the fixed-step grid of trained_grid.json; 'common-loss': every model trained "
-                         "to a common training loss (trained_common_loss.json)")
+                         "to a common training loss (trained_common_loss.json); 'study': the spectrum-shaping "
+                         "study of Chapter 8 (spectrum_study.json)")
+    ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                    help="dispatch the configs through this Dask distributed scheduler (default: local)")
     ap.add_argument("--small", action="store_true", help="tiny grid of the preset with the same format (seconds)")
     ap.add_argument("--stop-loss", type=float, default=None,
                     help="train each model until its full-batch training loss is <= this (overrides the preset)")
@@ -456,27 +744,50 @@ def main(argv=None) -> int:
                     help="also save every trained model here (one checkpoint directory each, see save_model)")
     ap.add_argument("--reuse", default=None, nargs="+",
                     help="earlier results file(s): copy rows with identical configs instead of retraining")
+    ap.add_argument("--select", default=None, nargs="+", metavar="KEY=V1,V2",
+                    help="train only the configs whose field KEY takes one of the values (e.g. random_labels=true)")
+    ap.add_argument("--merge", default=None, nargs="+", metavar="FILE",
+                    help="write the rows of these complete results files, concatenated, to --out (no training)")
     ap.add_argument("--note", default=None, help="free text stored as metadata['note'] (provenance)")
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     spec = dict(PRESETS[args.preset + ("-small" if args.small else "") if args.preset != "full"
                         else ("small" if args.small else "full")])
+    spec = json.loads(json.dumps(spec))  # tuples -> lists, as the file will hold them
     if args.stop_loss is not None:
         spec["stop_loss"] = args.stop_loss
     if args.max_steps is not None:
         spec["steps"] = args.max_steps
-    reuse = None
-    if args.reuse:
-        reuse = {"rows": []}
-        for path in args.reuse:
-            with open(path) as f:
-                reuse["rows"] += json.load(f)["rows"]
-    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs)
+    import pathlib
+
+    if args.merge:
+        result = merge_results(args.merge, argv)
+        if args.note:
+            result["metadata"]["note"] = args.note
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        return 0
+    progress = pathlib.Path(args.out + ".partial.jsonl")
+    reuse = {"rows": []}
+    for path in args.reuse or ():
+        reuse["rows"] += read_results(path, allow_partial=True)["rows"]
+    if progress.is_file():  # an interrupted run of this command: resume from its finished rows
+        reuse["rows"] += read_results(progress, allow_partial=True)["rows"]
+    try:
+        select = parse_select(args.select)
+    except ValueError as e:
+        ap.error(str(e))
+    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs, select=select,
+                      scheduler=args.scheduler, progress=progress)
+    if select:
+        result["metadata"]["select"] = {k: sorted(v, key=str) for k, v in select.items()}
     if args.note:
         result["metadata"]["note"] = args.note
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
+    progress.unlink(missing_ok=True)
     print(f"wrote {len(result['rows'])} rows to {args.out} in {result['metadata']['total_seconds']:.0f} s",
           file=sys.stderr)
     return 0

@@ -14,7 +14,8 @@ from . import stats as S
 
 __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
            "label_pairs", "pstar_share", "plot_errors", "plot_scaling", "plot_proxy_vs_gap", "plot_pstar_share",
-           "plot_p_profile", "arch_count", "test_train_overlap"]
+           "plot_p_profile", "arch_count", "test_train_overlap", "CHOICES", "CHOICE_LABEL", "choice",
+           "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra"]
 
 #: results-file key -> label in figures (LaTeX)
 PROXIES = {
@@ -170,7 +171,7 @@ def plot_proxy_vs_gap(groups: dict, names, table=None, target="gap_error", marke
             mk = markers.get(lab, "o")
             ax.scatter(measure(rs, k), [r[target] for r in rs], s=14, marker=mk,
                        color="k" if mk == "x" else f"C{i}", label=lab)
-        unit = "" if k in BASELINES else "log10 "
+        unit = "" if k in (*BASELINES, "mean_p_star") else "log10 "
         ax.set_xlabel(f"{unit}{PLAIN[k]}")
         if table is not None:
             ax.set_title(f"τ = {S.format_interval(table[k]['overall'])}")
@@ -233,3 +234,81 @@ def test_train_overlap(row) -> float:
         return 0.0
     test = sample_bits(cfg.task(), cfg.n_test, TEST_STREAM)
     return float(np.mean([b.tobytes() in seen for b in test]))
+
+
+# ----------------------------------------------------------------------------- Chapter 8: the spectrum study
+
+#: the families of training choices of the study, in the order the chapter shows them
+CHOICES = ("plain", "weight_decay", "nuclear", "rank")
+CHOICE_LABEL = {"plain": "plain (control)", "weight_decay": "weight decay", "nuclear": "nuclear-norm penalty",
+                "rank": "rank-r factorisation"}
+
+
+def choice(row) -> str:
+    """The family of a study row's training choice (``plain``, ``weight_decay``, ``nuclear``, ``rank``)."""
+    return E.variant_name(row["config"]).split("=")[0]
+
+
+def with_variant(rows) -> list:
+    """Rows whose config also holds ``variant`` (the training choice and strength), for grouping."""
+    return [{**r, "config": {**r["config"], "variant": E.variant_name(r["config"])}} for r in rows]
+
+
+def pstar_table(rows) -> list:
+    """``[(variant, n_matrices, share with p* > 0, mean train error, mean B_ours / (3LN+√L))]`` per variant."""
+    out = []
+    for v in dict.fromkeys(E.variant_name(r["config"]) for r in rows):
+        rs = [r for r in rows if E.variant_name(r["config"]) == v]
+        n_mat = sum(len(r["proxies"]["p_star"][a]) for r in rs for a in E.MATRIX_TYPES)
+        ratio = np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in rs])
+        out.append((v, n_mat, pstar_share(rs), float(np.mean([r["train_error"] for r in rs])), float(ratio)))
+    return out
+
+
+def plot_pstar_vs_strength(rows):
+    """Share of matrices with ``p* > 0`` (left) and ``B_ours`` over the architecture count (right)
+    against the strength of weight decay and of the nuclear-norm penalty, one line per task and family.
+    """
+    from .style import book_subplots
+
+    fig, (a1, a2) = book_subplots(1, 2, height=3.2)
+    plain = [r for r in rows if choice(r) == "plain"]
+    for j, fam in enumerate(("weight_decay", "nuclear")):
+        for i, kind in enumerate(dict.fromkeys(r["config"]["kind"] for r in rows)):
+            rs = [r for r in rows if choice(r) == fam and r["config"]["kind"] == kind]
+            lam = sorted({r["config"][fam] for r in rs})
+            base = [r for r in plain if r["config"]["kind"] == kind]
+            share = [pstar_share(base)] + [pstar_share([r for r in rs if r["config"][fam] == x]) for x in lam]
+            ratio = [np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in base])]
+            ratio += [np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in rs if r["config"][fam] == x])
+                      for x in lam]
+            x = [lam[0] / 10] + lam  # the control drawn one decade below the weakest strength
+            style = dict(color=f"C{j}", ls="-" if i == 0 else "--", marker="o" if i == 0 else "s")
+            a1.plot(x, share, label=f"{CHOICE_LABEL[fam]}, {kind}", **style)
+            a2.plot(x, ratio, **style)
+    for ax in (a1, a2):
+        ax.set_xscale("log")
+        ax.set_xlabel("strength (leftmost point: plain)")
+    a1.set(ylabel="share of matrices with p* > 0", ylim=(-0.05, 1.05))
+    a2.set(ylabel="B_ours / (3LN + √L)", ylim=(0, 1.05))
+    fig.legend(loc="outside lower center", ncol=2)
+    return fig
+
+
+def plot_spectra(rows, variants, layer=1, kind_of_matrix="M"):
+    """Singular values of one matrix type (sorted, over ``σ₁`` of the plain model) at initialisation
+    (dashed) and after training (solid), mean over the given rows, one colour per variant."""
+    from .style import book_subplots
+
+    fig, ax = book_subplots(1, 1, height=3.4)
+    for i, v in enumerate(variants):
+        rs = [r for r in rows if E.variant_name(r["config"]) == v]
+        after = np.mean([r["singular_values"][kind_of_matrix][layer] for r in rs], axis=0)
+        before = np.mean([r["init_singular_values"][kind_of_matrix][layer] for r in rs], axis=0)
+        k = np.arange(1, after.size + 1)
+        ax.plot(k, after, "o-", color=f"C{i}", ms=3, label=v)
+        ax.plot(k, before, ":", color=f"C{i}")
+    ax.set(yscale="log", xlabel="index i", ylabel=f"σ_i of W^{kind_of_matrix}, layer {layer}")
+    ax.set_ylim(bottom=1e-4)  # clip numerical zeros of the factorised models (≈1e-16) off the axis
+    ax.legend(title="solid: trained, dotted: initial", loc="upper right", ncol=2)
+    return fig

@@ -14,8 +14,9 @@ from bounds_lib.model import Block, SingleHeadTransformer, forward, random_trans
 from bounds_lib.training import TrainConfig, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "notebooks" / "data" / "trained_grid.json"
-COMMITTED_COMMON_LOSS = ROOT / "notebooks" / "data" / "trained_common_loss.json"
+DATA = ROOT / "bounds_lib" / "data"
+COMMITTED = DATA / "trained_grid.json"
+COMMITTED_COMMON_LOSS = DATA / "trained_common_loss.json"
 
 
 def scaled_identity(L, N, c):
@@ -80,7 +81,8 @@ def test_checkpoint_reader_rejects_multihead(tmp_path):
 
 
 def _structure(d):
-    return {"metadata": sorted(k for k in d["metadata"] if k != "note"), "row": sorted(d["rows"][0]),
+    skip = {"note", "schema_note", "backend", "select"}
+    return {"metadata": sorted(k for k in d["metadata"] if k not in skip), "row": sorted(d["rows"][0]),
             "proxies": sorted(d["rows"][0]["proxies"]), "config": sorted(d["rows"][0]["config"])}
 
 
@@ -247,3 +249,150 @@ def test_granulated_kendall_fixed_keys_split_groups():
     assert (split["groups_L"], split["groups_N"], split["groups_n_train"]) == (12, 8, 12)
     pooled = granulated_kendall(rows, m)
     assert pooled["L"] < 1.0 and pooled["groups_L"] == 6
+
+
+# ----------------------------------------------------------------------------- runner backends, resuming, reading
+
+def _strip(rows):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+def test_dask_local_cluster_gives_the_rows_of_the_local_path():
+    from distributed import Client, LocalCluster
+
+    from bounds_lib.experiments import SMALL_STUDY_GRID, run_grid
+
+    local = run_grid(SMALL_STUDY_GRID)
+    # two in-process workers on Dask's inproc transport (no network), one thread each
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        assert len(cluster.workers) == 2
+        remote = run_grid(SMALL_STUDY_GRID, scheduler=client)
+    assert remote["metadata"]["backend"] == "dask" and local["metadata"]["backend"] == "in process"
+    assert _strip(remote["rows"]) == _strip(local["rows"])
+    assert len({r["test_correct_hex"] for r in local["rows"]}) > 1  # the rows differ from each other
+
+
+def test_interrupted_grid_resumes_from_its_progress_file(tmp_path, monkeypatch):
+    from bounds_lib import experiments as E
+
+    out = tmp_path / "s.json"
+    calls = []
+    real_run = E.run_config
+
+    def flaky(config, weights_dir=None):
+        if len(calls) == 5:
+            raise KeyboardInterrupt  # the machine went away after five rows
+        calls.append(config)
+        return real_run(config, weights_dir)
+
+    monkeypatch.setattr(E, "run_config", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--out", str(out), "--preset", "study", "--small"])
+    progress = tmp_path / "s.json.partial.jsonl"
+    assert not out.exists() and len(progress.read_text().splitlines()) == 5
+    with pytest.raises(E.ResultsError, match="progress file"):
+        E.read_results(progress)  # a partial grid is never read as results
+    calls.clear()
+    monkeypatch.setattr(E, "run_config", lambda c, w=None: (calls.append(c), real_run(c, w))[1])
+    assert main(["--out", str(out), "--preset", "study", "--small"]) == 0
+    resumed = E.read_results(out)
+    n = len(grid_configs(E.SMALL_STUDY_GRID))
+    assert len(calls) == n - 5 and resumed["metadata"]["reused_rows"] == 5 and not progress.exists()
+    fresh = E.run_grid(json.loads(json.dumps(E.SMALL_STUDY_GRID)))
+    assert _strip(resumed["rows"]) == _strip(fresh["rows"])
+
+
+def test_select_and_budget_extension_reuse(tmp_path):
+    """A stop-loss run that reached its target after k steps is the same run under any budget > k."""
+    from bounds_lib import experiments as E
+
+    first = tmp_path / "a.json"
+    main(["--out", str(first), "--preset", "common-loss", "--small"])
+    a = E.read_results(first)
+    budget = a["metadata"]["max_steps"] * 3
+    second = tmp_path / "b.json"
+    main(["--out", str(second), "--preset", "common-loss", "--small", "--max-steps", str(budget),
+          "--select", "L=1", "--reuse", str(first)])
+    b = E.read_results(second)
+    assert {r["config"]["L"] for r in b["rows"]} == {1} and b["metadata"]["select"] == {"L": [1]}
+    n_reached_before = sum(r["reached_target"] for r in a["rows"] if r["config"]["L"] == 1)
+    assert b["metadata"]["reused_rows"] == n_reached_before
+    torch.set_num_threads(1)
+    for r in b["rows"]:
+        assert r["config"]["steps"] == budget
+        if r["reached_target"] and r["steps_taken"] < a["metadata"]["max_steps"]:
+            fresh = json.loads(json.dumps(run_config(TrainConfig(**r["config"]))))
+            assert _strip([fresh])[0] == {k: v for k, v in _strip([r])[0].items()}
+            break
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "c.json"), "--small", "--select", "depth=1"])
+
+
+def test_results_from_another_version_or_corrupted_are_refused(tmp_path):
+    from bounds_lib import experiments as E
+
+    good = json.loads(COMMITTED.read_text())
+    E.check_results(good)
+    cases = {
+        "old.json": ({**good, "metadata": {k: v for k, v in good["metadata"].items() if k != "schema"}},
+                     "schema None is not supported"),
+        "future.json": ({**good, "metadata": {**good["metadata"], "schema": "bounds_lib.trained-results/2"}},
+                        "not supported"),
+        "cut.json": ({**good, "rows": good["rows"][:-3]}, "n_rows = 80 but the file holds 77"),
+        "partial.json": ({**good, "metadata": {**good["metadata"], "partial": True}}, "partial results file"),
+        "noproxy.json": ({**good, "rows": [{**good["rows"][0], "proxies": {}}] + good["rows"][1:]},
+                         "row 0 lacks the proxies"),
+        "nan.json": ({**good, "rows": [{**good["rows"][0], "gap_error": float("nan")}] + good["rows"][1:]},
+                     "non-finite"),
+    }
+    for name, (data, msg) in cases.items():
+        (tmp_path / name).write_text(json.dumps(data))
+        with pytest.raises(E.ResultsError, match=msg):
+            E.read_results(tmp_path / name)
+    (tmp_path / "broken.json").write_text(COMMITTED.read_text()[:5000])
+    with pytest.raises(E.ResultsError, match="corrupted results file"):
+        E.read_results(tmp_path / "broken.json")
+    with pytest.raises(E.ResultsError, match="cannot read"):
+        E.read_results(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="available"):
+        E.load_results("no_such_results")
+
+
+def test_committed_results_load_from_the_package():
+    from bounds_lib import experiments as E
+
+    for name, file in E.RESULTS_FILES.items():
+        if (DATA / file).is_file():
+            d = E.load_results(name)
+            assert d["metadata"]["n_rows"] == len(d["rows"])
+
+
+def test_committed_study_row_regenerates_exactly():
+    from bounds_lib import experiments as E
+
+    study = E.load_results("study")
+    assert len(study["rows"]) == len(grid_configs(study["metadata"]["grid"]))
+    cheap = [r for r in study["rows"] if r["config"]["n_train"] == 64 and r["config"].get("rank")]
+    row = min(cheap, key=lambda r: r["seconds"])
+    torch.set_num_threads(1)
+    fresh = json.loads(json.dumps(run_config(TrainConfig(**row["config"]))))
+    assert _strip([fresh]) == _strip([row])  # every number, the per-example results and the spectra
+    assert E.unpack_correct(row).mean() == 1 - row["test_error"]
+
+
+def test_merge_concatenates_parts_and_keeps_their_commands(tmp_path):
+    from bounds_lib import experiments as E
+
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
+    main(["--out", str(a), "--preset", "common-loss", "--small", "--select", "L=1"])
+    main(["--out", str(b), "--preset", "common-loss", "--small", "--select", "L=2"])
+    assert main(["--out", str(out), "--merge", str(a), str(b)]) == 0
+    m = E.read_results(out)
+    ra, rb = E.read_results(a), E.read_results(b)
+    assert m["rows"] == ra["rows"] + rb["rows"] and m["metadata"]["n_rows"] == len(m["rows"])
+    assert m["metadata"]["commands"] == [ra["metadata"]["command"], rb["metadata"]["command"]]
+    assert m["metadata"]["n_reached"] == sum(r["reached_target"] for r in m["rows"])
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(E.ResultsError):
+        main(["--out", str(out), "--merge", str(a), str(tmp_path / "bad.json")])

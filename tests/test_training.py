@@ -186,3 +186,15 @@ def test_disjoint_test_inputs_and_per_example_results():
     assert res.test_correct.shape == (20,) and abs(res.test_correct.mean() - (1 - res.test_error)) < 1e-12
     with pytest.raises(ValueError, match="too few strings"):
         disjoint_test_sample(dataclasses.replace(cfg, T=3).task(), 20, np.array([[1.0, 1, 1]]))
+
+
+def test_halfspace_labels_closed_form():
+    from bounds_lib.tasks import halfspace_weights
+
+    v = halfspace_weights(3, seed=0)
+    bits = np.array([[1, 1, 1], [-1, -1, -1], [1, -1, 1]], dtype=float)
+    assert boolean_labels(bits, np.arange(3), "halfspace", seed=0).tolist() == np.where(bits @ v >= 0, 1.0, -1.0).tolist()
+    # the two constant strings always get opposite labels (a linear form without offset)
+    assert boolean_labels(bits[:2], np.arange(3), "halfspace", seed=0).sum() == 0
+    X, y, b = sample(BooleanTask(kind="halfspace", T=6, s=6, N=4, seed=1), 200, 0)
+    assert set(np.unique(y)) == {-1.0, 1.0} and 0.2 < np.mean(y > 0) < 0.8
