@@ -841,7 +841,8 @@ def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, d
         if not 0 <= layer < spec.n_layers:
             raise ValueError(f"layer {layer} out of range 0..{spec.n_layers - 1}")
         names = spec.tensor_names(layer)
-        t = {role: source.read(name, dtype) for role, name in names.items()}
+        gated = ("gate", "up") if spec.gated_ffn else ()
+        t = {role: source.read(name, dtype) for role, name in names.items() if role not in gated}
         N = spec.hidden
         if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
             qkv = t["qkv"]
@@ -849,7 +850,11 @@ def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, d
             Wo, M_in, M_out = t["o"], t["f_in"], t["f_out"]
         elif spec.gated_ffn:
             Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
-            M_in = np.concatenate([t["gate"].T, t["up"].T], axis=1)
+            # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
+            F = spec.d_ff
+            M_in = np.empty((N, 2 * F), dtype=dtype)
+            for j, role in enumerate(gated):
+                M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
             M_out = t["down"].T
         else:
             Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
