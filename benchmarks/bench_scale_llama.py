@@ -180,16 +180,19 @@ def main():
         total_cpu = L * np.median(c) + res["t_open_validate"] + res["t_score"] * L / K
         print(f"  all {L} layers on one free core: {L} x {np.median(c):.0f} s + opening = {total_cpu / 60:.1f} min "
               + ("(measured)" if K == L else f"(extrapolated from the {K} layers measured)"))
-        print(f"  peak RSS {peak / MB:.0f} MB; budget 2 x largest tensor + 400 MB = {budget / MB:.0f} MB; "
-              f"peak / budget = {peak / budget:.2f}")
+        widest = 8 * N * 2 * F  # M_in = [G|U] in float64, the largest matrix the analysis holds
+        print(f"  peak RSS {peak / MB:.0f} MB; budget 2 x largest tensor (as stored, float16) + 400 MB = "
+              f"{budget / MB:.0f} MB: peak / budget = {peak / budget:.2f}; with the largest matrix as analysed "
+              f"(M_in in float64, {widest / MB:.0f} MB): 2 x {widest / MB:.0f} + 400 = {(2 * widest + 400 * MB) / MB:.0f} MB, "
+              f"peak / budget = {peak / (2 * widest + 400 * MB):.2f}")
         unit = np.median(c) / (N * N * F)
         print(f"extrapolation (CPU seconds per layer ∝ N²·d_ff: {unit * 1e12:.1f} s per 10^12 on this machine):")
         for name, sh in TARGETS.items():
             t_layer = unit * sh["N"] ** 2 * sh["F"]
-            mem = 8 * sh["N"] * 2 * sh["F"] * 3 / MB  # float64 M_in, the SVD's copy of it, gate and up
+            mem = 8 * sh["N"] * 2 * sh["F"] * 2 / MB  # float64 M_in and the SVD's copy of it
             print(f"  {name}: {t_layer:.0f} s per layer, {sh['L'] * t_layer / 60:.0f} min on one core; with --jobs J "
                   f"on J free cores about {sh['L'] * t_layer / 60:.0f}/J min if layers scale linearly (not measured "
-                  f"here); memory per job in flight ≈ {mem:.0f} MB (float64 M_in, the SVD's copy, gate and up)")
+                  f"here); memory per job in flight ≈ {mem:.0f} MB (float64 M_in and the SVD's copy of it)")
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -375,6 +375,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
     # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
     Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
     heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
+    del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
     for kind, W in (("M_in", lw.M_in), ("M_out", lw.M_out)):
         s, n21, n11 = cached(kind, (W,), lambda W=W: _dense_spectrum(W), by_mode=False)
         _check_finite([(s, n21, n11)], lw, kind, dt)
