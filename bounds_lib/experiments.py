@@ -482,9 +482,19 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
                 f.write(json.dumps(row) + "\n")
 
     if scheduler is not None and todo:
-        from distributed import Client, as_completed
-
-        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+        try:
+            from distributed import Client, as_completed
+        except ImportError:
+            raise RuntimeError("--scheduler needs Dask distributed: pip install 'bounds_lib[grid]'") from None
+        if isinstance(scheduler, Client):
+            client = scheduler
+        else:
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as e:
+                raise RuntimeError(f"cannot reach a Dask scheduler at {scheduler!r} ({e}); start one with "
+                                   f"'dask scheduler' and workers with 'dask worker ADDRESS --nthreads 1', "
+                                   f"or leave out --scheduler to train locally") from None
         try:
             futures = {client.submit(_run_config_one_thread, (configs[i], weights_dir), pure=False): i
                        for i in todo}
@@ -778,8 +788,11 @@ def main(argv=None) -> int:
         select = parse_select(args.select)
     except ValueError as e:
         ap.error(str(e))
-    result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs, select=select,
-                      scheduler=args.scheduler, progress=progress)
+    try:
+        result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs, select=select,
+                          scheduler=args.scheduler, progress=progress)
+    except RuntimeError as e:
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
     if select:
         result["metadata"]["select"] = {k: sorted(v, key=str) for k, v in select.items()}
     if args.note:

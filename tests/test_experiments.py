@@ -396,3 +396,12 @@ def test_merge_concatenates_parts_and_keeps_their_commands(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(E.ResultsError):
         main(["--out", str(out), "--merge", str(a), str(tmp_path / "bad.json")])
+
+
+def test_unreachable_scheduler_is_refused_with_a_clear_line(tmp_path, capsys):
+    # port 1 on the loopback interface: nothing listens there, the connection is refused at once
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path / "x.json"), "--preset", "study", "--small", "--scheduler", "tcp://127.0.0.1:1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot reach a Dask scheduler at 'tcp://127.0.0.1:1'" in err and "Traceback" not in err
