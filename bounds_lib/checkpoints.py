@@ -16,6 +16,15 @@ through the local cache (downloading only when the user allows it and is online)
 to each tensor; nothing is mapped or loaded wholesale), half precision (f16, bf16) is widened exactly,
 and everything is computed in float64 unless float32 is requested.
 
+Validation (every failure is one :class:`CheckpointError` line naming the file and the problem):
+safetensors headers follow the format library's own rules (no duplicate names, byte ranges disjoint
+and covering the data section exactly; the library parses each file too, as a backstop —
+:func:`read_safetensors_header`); a shard index is followed exactly (each tensor in the one shard
+it names; a tensor stored in two files, a malformed ``weight_map`` or a shard path that leaves the
+model folder is refused); JSON with duplicate keys or absurd nesting is refused; weights must be
+real floating-point arrays (:func:`bounds_lib.arrays.as_real_array`); a config declaring fewer
+layers than the weights hold is refused unless a prefix is asked for. Hub downloads have a deadline.
+
 Layouts (:data:`SUPPORTED_MODEL_TYPES`):
 
 * **BERT family** (BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA: ``encoder.layer.i.attention.self.query``…;
