@@ -265,6 +265,22 @@ def _shard_unknown_tensor(d):
     return sharded_model(d, weight_map=lambda wm: {**wm, "encoder.layer.9.ghost.weight": "model-00001-of-00002.safetensors"})
 
 
+def _bin_shards_with_one_tensor_twice(d):
+    """Legacy PyTorch shards with an index; layer 0's query stored in both."""
+    torch = pytest.importorskip("torch")
+    t = {k: torch.from_numpy(v) for k, v in tensors().items()}
+    d.mkdir(parents=True)
+    s0 = {k: v for k, v in t.items() if ".0." in k}
+    s1 = {k: v for k, v in t.items() if ".1." in k} | {Q0: t[Q0] * 3}
+    torch.save(s0, d / "pytorch_model-00001-of-00002.bin")
+    torch.save(s1, d / "pytorch_model-00002-of-00002.bin")
+    wm = {k: "pytorch_model-00001-of-00002.bin" for k in s0} | {k: "pytorch_model-00002-of-00002.bin" for k in s1
+                                                                if k != Q0}
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": wm}))
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    return d
+
+
 def _outside(d, target):
     d = sharded_model(d, weight_map=lambda wm: {**wm, Q0: target})
     return d
@@ -314,6 +330,7 @@ CASES = {
     # ---- sharded checkpoints
     "tensor in two shards": (_shard_dup, (), "is stored in two files"),
     "two unindexed files with one tensor": (_two_unindexed_files, (), "is stored in two files"),
+    "PyTorch .bin shards with one tensor twice": (_bin_shards_with_one_tensor_twice, (), "is stored in two files"),
     "weight_map is a list": (lambda d: sharded_model(d, weight_map=lambda wm: list(wm)), (),
                              "'weight_map' must be an object"),
     "weight_map int values": (lambda d: sharded_model(d, weight_map=lambda wm: {k: 1 for k in wm}), (),
