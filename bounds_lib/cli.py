@@ -469,13 +469,16 @@ def _stage_plots(out: OutputSet, folder: Path, figures: dict):
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    from .style import STYLE_FILE
+
     out.make_folder(folder)
-    for name, make in figures.items():
-        fig = make()
-        try:
-            out.add_file(folder / f"{name}.png", lambda tmp, fig=fig: fig.savefig(tmp, dpi=110, format="png"))
-        finally:
-            plt.close(fig)
+    with plt.style.context(str(STYLE_FILE)):  # the book's figure style (fonts, colours)
+        for name, make in figures.items():
+            fig = make()
+            try:
+                out.add_file(folder / f"{name}.png", lambda tmp, fig=fig: fig.savefig(tmp, dpi=150, format="png"))
+            finally:
+                plt.close(fig)
 
 
 def _analyze_one(model, args, label=None):

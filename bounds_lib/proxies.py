@@ -684,122 +684,54 @@ def analyze(model, *, mode: str = "clean", dtype="float64", layers=None, cache: 
 
 KIND_LABELS = {"QK": r"$QK_h$", "V": r"$\tilde V_h$", "M_in": r"$M_{\rm in}$", "M_out": r"$M_{\rm out}$"}
 
+# The figures themselves live in bounds_lib.report (book style: at most two panels per row, a colour
+# key for every colour); these names stay here for the CLI's --plots and for existing callers.
+
 
 def figure_spectral_decay(spectra: ModelSpectra, layers=(0, 1, 2, 3)):
-    """Normalised singular values ``σ_i/σ_1`` vs ``i`` by matrix type for the given layers (log y)."""
-    import matplotlib.pyplot as plt
+    """Normalised singular values ``σ_i/σ_1`` vs ``i`` by matrix type (:func:`bounds_lib.report.figure_spectral_decay`)."""
+    from . import report
 
-    layers = [l for l in layers if l < spectra.L]
-    fig, axes = plt.subplots(1, len(KINDS), figsize=(3.2 * len(KINDS), 3.0), sharey=True)
-    cmap = plt.get_cmap("viridis")
-    for ax, kind in zip(axes, KINDS):
-        for j, l in enumerate(layers):
-            for m in spectra.select(kind, l):
-                s = m.sigma[m.sigma > 0] / m.sigma1
-                ax.semilogy(np.arange(1, s.size + 1), s, color=cmap(j / max(len(layers) - 1, 1)), lw=0.7, alpha=0.7,
-                            label=f"layer {l}" if m.head <= 0 else None)
-        ax.set_title(KIND_LABELS[kind])
-        ax.set_xlabel("index $i$")
-    axes[0].set_ylabel(r"$\sigma_i / \sigma_1$")
-    axes[-1].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return report.figure_spectral_decay(spectra, layers=layers)
 
 
 def figure_p_star_histogram(report: BoundReport):
-    """Histogram of the post hoc ``p*`` over all matrices, stacked by type."""
-    import matplotlib.pyplot as plt
+    """Histogram of the post hoc ``p*`` over all matrices, stacked by type (:mod:`bounds_lib.report`)."""
+    from . import report as R
 
-    fig, ax = plt.subplots(figsize=(5, 3))
-    edges = np.append(report.grid, report.grid[-1] + report.grid[1]) - report.grid[1] / 2
-    data = [[m.p_star for m in report.select(k)] for k in KINDS]
-    ax.hist(data, bins=edges, stacked=True, label=[KIND_LABELS[k] for k in KINDS])
-    ax.set_xlabel(r"$p^*$ (grid $\mathcal{P}_m$, " + f"m = {round(1 / report.grid[1])})")
-    ax.set_ylabel("matrices")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return R.figure_p_star_histogram(report)
 
 
 def figure_T_ratio(report: BoundReport):
-    """``T(W;p)/T(W;0)`` vs ``p`` for every matrix, one panel per type (log y)."""
-    import matplotlib.pyplot as plt
+    """``T(W;p)/T(W;0)`` vs ``p`` for every matrix, by type (:func:`bounds_lib.report.figure_T_ratio`)."""
+    from . import report as R
 
-    fig, axes = plt.subplots(1, len(KINDS), figsize=(3.2 * len(KINDS), 3.0), sharey=True)
-    for ax, kind in zip(axes, KINDS):
-        for m in report.select(kind):
-            ax.semilogy(report.grid, np.exp(m.log_T - m.log_T0), lw=0.6, alpha=0.5,
-                        color=plt.get_cmap("viridis")(m.layer / max(report.L - 1, 1)))
-        ax.axhline(1.0, color="k", lw=0.8, ls=":")
-        ax.set_title(KIND_LABELS[kind])
-        ax.set_xlabel("$p$")
-    axes[0].set_ylabel(r"$T(W;p)\,/\,T(W;0)$")
-    fig.tight_layout()
-    return fig
+    return R.figure_T_ratio(report)
 
 
 def figure_norms(report: BoundReport):
-    """Spectral, (2,1) and (1,1) norms of every matrix, by layer and type (log y)."""
-    import matplotlib.pyplot as plt
+    """Spectral, (2,1) and (1,1) norms by layer and type (:func:`bounds_lib.report.figure_norms`); the
+    (1,1) panels say so when the head products' (1,1) norms were not computed (``entrywise=False``)."""
+    from . import report as R
 
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.0), sharex=True)
-    for ax, (attr, title) in zip(axes, (("sigma1", r"$\|W\|_2$"), ("norm_21", r"$\|W\|_{2,1}$"),
-                                        ("norm_11", r"$\|W\|_{1,1}$"))):
-        if attr == "norm_11" and any(math.isnan(m.norm_11) for m in report.matrices):
+    fig = R.figure_norms(report)
+    if any(math.isnan(m.norm_11) for m in report.matrices):
+        for ax in fig.axes[2:4]:
             ax.text(0.5, 0.5, "head products' (1,1) norms\nnot computed (opt in:\nCLI --entrywise)",
-                    ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.3")
-        for i, kind in enumerate(KINDS):
-            ms = report.select(kind)
-            x = np.array([m.layer for m in ms]) + (i - 1.5) * 0.15
-            ax.semilogy(x, [getattr(m, attr) for m in ms], "o", ms=3, alpha=0.7, label=KIND_LABELS[kind])
-        ax.set_title(title)
-        ax.set_xlabel("layer")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+                    ha="center", va="center", transform=ax.transAxes, color="0.3")
     return fig
 
 
 def figure_prefix_depth(spectra: ModelSpectra, options: ScoringOptions | None = None):
-    """``B_ours`` and ``B_Edelman`` of the first-k-layer prefixes, each divided by its value at k = 1.
+    """``B_ours`` and ``B_Edelman`` of the first-k-layer prefixes of one model, each divided by its value
+    at k = 1 (:func:`bounds_lib.report.figure_prefix_depth`) — prefixes, **not** models trained at depth k."""
+    from . import report
 
-    These are prefixes of one trained model, **not** models trained at depth k.
-    """
-    import matplotlib.pyplot as plt
-
-    ks = np.arange(1, spectra.L + 1)
-    reps = [score(spectra.prefix(int(k)), options) for k in ks]
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for attr, lab in (("log_B_ours_sum", r"$B_{\rm ours}$"), ("log_B_edelman", r"$B_{\rm Edelman}$")):
-        v = np.array([getattr(r, attr) for r in reps])
-        ax.semilogy(ks, np.exp(v - v[0]), "o-", label=lab)
-    ax.set_xlabel("k (first k layers of one model)")
-    ax.set_ylabel("proxy / value at k = 1")
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return report.figure_prefix_depth(spectra, options)
 
 
-def figure_scaling(reports, attr_pairs=(("log_B_ours_sum", r"$B_{\rm ours}$"), ("log_B_edelman", r"$B_{\rm Edelman}$"))):
-    """The paper's two scaling figures from a family of checkpoints: vs N at fixed L (each curve divided by its
-    value at the smallest N) and vs L at fixed N (divided by its value at the smallest L); log y."""
-    import matplotlib.pyplot as plt
+def figure_scaling(reports):
+    """The paper's two scaling figures from a family of checkpoints (:func:`bounds_lib.report.figure_scaling`)."""
+    from . import report
 
-    by = {(r.L, r.N): r for r in reports}
-    Ls, Ns = sorted({k[0] for k in by}), sorted({k[1] for k in by})
-    fig, axes = plt.subplots(2, len(attr_pairs), figsize=(4.5 * len(attr_pairs), 6.0), squeeze=False)
-    def curves(ax, attr, lab, fixed_values, varied_values, key, fixed_name, varied_name):
-        """One curve per fixed value, each divided by its own value at the smallest varied value."""
-        for f in fixed_values:
-            xs = [x for x in varied_values if key(f, x) in by]
-            if len(xs) >= 2:
-                v = np.array([getattr(by[key(f, x)], attr) for x in xs])
-                ax.semilogy(xs, np.exp(v - v[0]), "o-", label=f"{fixed_name} = {f}")
-        ax.set_xlabel(varied_name)
-        ax.set_ylabel(f"{lab} / value at smallest {varied_name.split()[-1]}")
-        ax.legend(fontsize=7)
-
-    for j, (attr, lab) in enumerate(attr_pairs):
-        curves(axes[0, j], attr, lab, Ls, Ns, lambda L, N: (L, N), "L", "hidden size N")
-        curves(axes[1, j], attr, lab, Ns, Ls, lambda N, L: (L, N), "N", "depth L")
-    fig.tight_layout()
-    return fig
+    return report.figure_scaling(list(reports))
