@@ -175,3 +175,127 @@ def test_rounding_lemma_falsification_has_power():
     assert weak.violations > 0
     # the tight configuration of the proof: p → 0, δ → 0, one singular value e^2, log K = 3, N = 1
     assert rounding_ratio(np.array([-12.0, -12.0, 3.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-3)
+
+
+# ---- closed forms, exact messages, defaults (kill the mutants of `make mutation MODULES=peeling`) ----
+def test_messages_name_the_parameter():
+    with pytest.raises(ValueError, match=r"L \(number of layers\) must be an integer >= 1, got 0"):
+        grid_resolution(0, 4)
+    with pytest.raises(ValueError, match=r"N \(hidden size\) must be an integer >= 1, got 0"):
+        grid_resolution(2, 0)
+    with pytest.raises(ValueError, match=r"p must lie in \[0, 2\].*got 2.5"):
+        log_term(0.0, 2.5, 0.0, 4)
+    with pytest.raises(ValueError, match="log_S must be finite or -inf"):
+        log_term(np.nan, 1.0, 0.0, 4)
+    with pytest.raises(ValueError, match="log_K must be finite"):
+        log_term(0.0, 1.0, np.inf, 4)
+    with pytest.raises(ValueError, match="log_K is \\+inf; compute it in log space"):
+        posthoc_choice([1.0], np.inf, 4, [0.0])
+    with pytest.raises(ValueError, match="log_K must be a real number, got nan"):
+        posthoc_choice([1.0], np.nan, 4, [0.0])
+    with pytest.raises(ValueError, match="grid must be a non-empty 1-D array"):
+        posthoc_choice([1.0], 0.0, 4, [])
+    with pytest.raises(ValueError, match="log_T_stars contains NaN or \\+inf"):
+        aggregate_sum([np.inf], 2)
+    with pytest.raises(ValueError, match=r"m \(grid resolution\) must be an integer >= 1"):
+        round_up_to_grid(0.5, 0)
+    with pytest.raises(ValueError, match="delta must be >= 0"):
+        rounding_cost_bound(-1.0, 0.5, 1.0, 0.0, 0.0, 4)
+    with pytest.raises(ValueError, match="sigma_1 must be > 0"):
+        rounding_cost_bound(0.1, 0.5, 0.0, 0.0, 0.0, 4)
+    with pytest.raises(ValueError, match="radii must be positive and finite to have a shell"):
+        shell_index(-1.0)
+    with pytest.raises(ValueError, match=r"shell ratio must be a real number > 1 .*got 1.0"):
+        shell_top(2.0, 1.0)
+    with pytest.raises(ValueError, match=r"n \(sample size\) must be an integer >= 1, got 0"):
+        uniformity_penalty(2, 4, 0)
+    with pytest.raises(ValueError, match=r"delta must lie in \(0, 1\), got 1.5"):
+        uniformity_penalty(2, 4, 10, 1.5)
+    with pytest.raises(ValueError, match="matrices_per_layer must be an integer >= 1"):
+        union_bound_log_count(2, 4, matrices_per_layer=0)
+
+
+def test_uniformity_penalty_closed_form():
+    m = grid_resolution(4, 128)
+    assert m == math.ceil(4 + math.log(128))
+    want = math.sqrt((12 * math.log(2 * m + 1) + math.log(20)) / 2000)
+    assert uniformity_penalty(4, 128, 1000) == pytest.approx(want, rel=1e-14)           # δ = 0.05 by default
+    want5 = math.sqrt((4 * 5 * math.log(2 * m + 1) + math.log(10)) / 2000)
+    assert uniformity_penalty(4, 128, 1000, delta=0.1, matrices_per_layer=5) == pytest.approx(want5, rel=1e-14)
+    with_r = math.sqrt((12 * math.log(2 * m + 1) + 2 * math.log(3) + math.log(20)) / 2000)
+    assert uniformity_penalty(4, 128, 1000, radii=[1.0, 1.0]) == pytest.approx(with_r, rel=1e-14)
+    rho = 1.5
+    j = shell_index(7.0, rho)
+    cost = math.log(1.5 * (j + 1) * (j + 2))
+    assert union_bound_log_count(4, 128, radii=[7.0], ratio=rho) == pytest.approx(12 * math.log(2 * m + 1) + cost)
+    assert union_bound_log_count(4, 128, radii=[7.0]) == pytest.approx(
+        12 * math.log(2 * m + 1) + shell_union_cost([7.0], geometric_ratio(4)))
+    assert grid_resolution(1, 1) == 2 and grid_resolution(1, 2) == 2 and grid_resolution(1, 3) == 3
+
+
+def test_posthoc_grid_exact_and_aggregation_edges():
+    g = posthoc_grid(1, 1)
+    assert g.dtype == np.float64 and g.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert aggregate_sum([], 4) == pytest.approx(math.log(2)) and aggregate_rss([], 9) == pytest.approx(math.log(3))
+    assert aggregate_sum([-np.inf], 1) == 0.0
+    assert aggregate_rss(np.log([3.0, 4.0]), 1) == pytest.approx(math.log(6.0))
+
+
+def test_logsumexp_axes_and_infinities():
+    from bounds_lib.peeling import logsumexp
+    A = np.log(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    assert logsumexp(A) == pytest.approx(math.log(21))
+    np.testing.assert_allclose(logsumexp(A, axis=0), np.log([5.0, 7.0, 9.0]))
+    np.testing.assert_allclose(logsumexp(A, axis=1), np.log([6.0, 15.0]))
+    np.testing.assert_array_equal(logsumexp(np.array([[-np.inf, -np.inf], [0.0, -np.inf]]), axis=1), [-np.inf, 0.0])
+    assert isinstance(logsumexp([1.0, 2.0]), float)
+    assert logsumexp([1000.0, 1000.0]) == pytest.approx(1000 + math.log(2))
+
+
+def test_round_up_to_grid_exact():
+    np.testing.assert_array_equal(round_up_to_grid(np.array([0.0, 0.1, 0.5, 0.51, 1.99, 2.0]), 2),
+                                  [0.0, 0.5, 0.5, 1.0, 2.0, 2.0])
+    assert round_up_to_grid(1 / 3, 3) == pytest.approx(1 / 3)      # a grid point stays put despite rounding error
+
+
+def test_rounding_cost_bound_closed_form():
+    # δ[log⁺σ₁/2 + log⁻S_p/4 + |2 log K + log N|/4] with σ₁ = e², S_p = e^{-4}, log K = 1, N = e^0
+    assert rounding_cost_bound(0.5, 1.0, math.e**2, -4.0, 1.0, 1) == pytest.approx(0.5 * (1 + 1 + 0.5))
+    assert rounding_cost_bound(0.5, 1.0, math.e**-2, 4.0, -3.0, 1) == pytest.approx(0.5 * (0 + 0 + 1.5))
+
+
+def test_shell_inflation_defaults_and_validation():
+    rng = np.random.default_rng(5)
+    r = falsify_shell_inflation(rng, L=2, adversarial_starts=0)
+    assert r.trials == 10_000 and r.adversarial.size == 0
+    assert r.name == "shells rho=1.5: product of 3 radii"
+    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(5).random((10_000, 6)))
+    # the draws are log-uniform in [0.5, 4]: the product ratios are those of the layer-1 radii
+    top = shell_top(x[:, 3:], 1.5)
+    np.testing.assert_allclose(r.ratios, np.sum(np.log(top / x[:, 3:]), axis=1) / (3 * math.log(1.5)))
+    a = falsify_shell_inflation(np.random.default_rng(6), L=3, what="alpha", trials=50, adversarial_starts=1)
+    assert a.name.endswith("alpha of 6 radii") and a.adversarial.size == 1
+    for bad in [dict(L=1), dict(L=2, bound_log=0.0), dict(L=2, low=2.0, high=1.0), dict(L=2, what="beta"),
+                dict(L=2, ratio=1.0)]:
+        with pytest.raises(ValueError):
+            falsify_shell_inflation(rng, trials=5, adversarial_starts=0, **bad)
+    with pytest.raises(ValueError, match="L must be >= 2"):
+        falsify_shell_inflation(rng, L=1, trials=5)
+    with pytest.raises(ValueError, match="what must be 'product' or 'alpha', got 'beta'"):
+        falsify_shell_inflation(rng, L=2, what="beta", trials=5)
+    with pytest.raises(ValueError, match="need 0 < low < high"):
+        falsify_shell_inflation(rng, L=2, low=2.0, high=1.0, trials=5)
+    with pytest.raises(ValueError, match="bound_log must be positive"):
+        falsify_shell_inflation(rng, L=2, bound_log=-1.0, trials=5)
+
+
+def test_log_alpha_inflation_shapes_and_constants():
+    c = np.full(4, 3.0)
+    # softmax constant and L_phi: L_phi cancels; c enters through (1 + 2c·C_QK)
+    v1 = log_alpha_inflation(c, c, c, 2.0, L_phi=1.13, softmax_const=2.0)
+    assert v1 == pytest.approx(3 * np.log(16 * 17 / (9 * 13)))
+    assert log_alpha_inflation(c, c, c, 2.0) == pytest.approx(3 * np.log(16 * 9 / (9 * 7)))   # defaults c = 1
+    with pytest.raises(ValueError, match="must have one shape"):
+        log_alpha_inflation(c, c, c[:3], 2.0)
+    two = log_alpha_inflation(np.stack([c, 2 * c]), np.stack([c, 2 * c]), np.stack([c, 2 * c]), 2.0)
+    assert two.shape == (2,)
