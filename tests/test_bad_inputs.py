@@ -713,7 +713,7 @@ def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monke
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.json").write_text("previous report")
-    monkeypatch.setattr(P, "figure_norms", lambda rep: (_ for _ in ()).throw(RuntimeError("cannot draw")))
+    monkeypatch.setattr(P, "figure_p_star_histogram", lambda rep: (_ for _ in ()).throw(RuntimeError("cannot draw")))
     rc = main(["analyze", str(d), "--json", str(out / "old.json"), "--csv", str(out / "new.csv"),
                "--plots", str(out / "plots"), "--no-progress"])
     err = capsys.readouterr().err
@@ -728,7 +728,7 @@ def test_interrupt_during_rendering_says_nothing_was_written_truly(tmp_path, cap
     d = write_model(tmp_path / "m")
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.setattr(P, "figure_T_ratio", lambda rep: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(P, "figure_p_star_histogram", lambda rep: (_ for _ in ()).throw(KeyboardInterrupt()))
     rc = main(["analyze", str(d), "--json", str(out / "r.json"), "--plots", str(out / "plots"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 130 and "interrupted; nothing was written" in err
