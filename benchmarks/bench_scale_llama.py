@@ -129,7 +129,8 @@ def main():
     ap.add_argument("--layers", type=int, default=SHAPES_1B["L"], help="layers of the generated checkpoint")
     ap.add_argument("--analyze-layers", type=int, default=0,
                     help="analyse only the first K layers and extrapolate the total (0: all; on a busy machine)")
-    ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="write the checkpoint here and keep it (a folder that already holds one is reused)")
     ap.add_argument("--smoke", action="store_true", help="a tiny LLaMA shape, to check the script in seconds")
     args = ap.parse_args()
     shape = {**SHAPES_1B, "L": args.layers}
@@ -141,11 +142,20 @@ def main():
           f"load average {os.getloadavg()[0]:.2f}, date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     try:
         t = time.perf_counter()
-        n_shards, total, largest, n_params = write_checkpoint(folder, args.shard_mb, **shape)
+        reused = args.keep is not None and (folder / "model.safetensors.index.json").is_file()
+        if reused:  # reuse what an earlier --keep kept
+            shapes = llama_shapes(**shape)
+            n_shards = len(list(folder.glob("*.safetensors")))
+            total = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+            largest = max(2 * int(np.prod(s)) for s in shapes.values())
+            n_params = sum(int(np.prod(s)) for s in shapes.values())
+        else:
+            n_shards, total, largest, n_params = write_checkpoint(folder, args.shard_mb, **shape)
         t_write = time.perf_counter() - t
         MB = 2**20
         print(f"checkpoint: LLaMA shapes {shape}, {n_params / 1e9:.2f}B parameters, {n_shards} shards, "
-              f"{total / MB:.0f} MB float16 (written in {t_write:.0f} s); largest tensor {largest / MB:.0f} MB")
+              f"{total / MB:.0f} MB float16 ({'reused' if reused else f'written in {t_write:.0f} s'}); largest tensor "
+              f"{largest / MB:.0f} MB")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
         k = args.analyze_layers or shape["L"]
