@@ -80,7 +80,7 @@ def book_subplots(nrows: int = 1, ncols: int = 1, *, height: float | None = None
     height : float, optional
         Height of one row in inches (default 3.6 for one column, 3.0 for two).
     **kwargs
-        Passed to :func:`matplotlib.pyplot.subplots` (``sharex``, ``sharey``, ...). ``figsize`` is
+        Passed to ``matplotlib.pyplot.subplots`` (``sharex``, ``sharey``, ...). ``figsize`` is
         computed and may not be given.
     """
     import matplotlib.pyplot as plt
