@@ -36,6 +36,11 @@ __all__ = [
     "norm_21",
     "norm_11",
     "norm_2_to_inf",
+    "NORM_INEQUALITIES",
+    "norm_inequality_ratios",
+    "falsify_norm_inequalities",
+    "dudley_bound_linear",
+    "rademacher_linear_mc",
 ]
 
 #: Relative tolerance of the numerical rank, as in the released code (``1e-10 · len(σ) · max(σ₁, 1)``).
@@ -185,3 +190,92 @@ def norm_2_to_inf(Z) -> float:
     """``‖Z‖_{2→∞} = max_t ‖Z_{t,:}‖_2`` — the largest row (token) norm."""
     A = as_matrix(Z, "Z")
     return float(np.max(np.linalg.norm(A, axis=1)))
+
+
+def _fro(s):
+    return float(np.sqrt(np.sum(s**2)))
+
+
+#: The standard inequalities between the norms (Chapter 1), as ``name: (lhs, rhs)`` functions of
+#: ``(W, s, k, r)``: the matrix, all singular values, the numerically non-zero ones and the numerical rank.
+NORM_INEQUALITIES = {
+    "‖W‖₂ ≤ ‖W‖_F": (lambda W, s, k, r: s[0], lambda W, s, k, r: _fro(s)),
+    "‖W‖_F ≤ ‖W‖_*": (lambda W, s, k, r: _fro(s), lambda W, s, k, r: float(np.sum(s))),
+    "‖W‖_F ≤ √rank ‖W‖₂": (lambda W, s, k, r: _fro(k), lambda W, s, k, r: np.sqrt(r) * s[0]),
+    "‖W‖_* ≤ √rank ‖W‖_F": (lambda W, s, k, r: float(np.sum(k)), lambda W, s, k, r: np.sqrt(r) * _fro(k)),
+    "‖W‖_F ≤ ‖W‖_{2,1}": (lambda W, s, k, r: _fro(s), lambda W, s, k, r: norm_21(W)),
+    "‖W‖_{2,1} ≤ √m ‖W‖_F": (lambda W, s, k, r: norm_21(W), lambda W, s, k, r: np.sqrt(W.shape[1]) * _fro(s)),
+    "‖W‖_{2,1} ≤ ‖W‖_{1,1}": (lambda W, s, k, r: norm_21(W), lambda W, s, k, r: norm_11(W)),
+    "‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}": (lambda W, s, k, r: norm_11(W), lambda W, s, k, r: np.sqrt(W.shape[0]) * norm_21(W)),
+    "‖W‖_{2→∞} ≤ ‖W‖₂": (lambda W, s, k, r: norm_2_to_inf(W), lambda W, s, k, r: s[0]),
+    "S_p ≤ rank·σ₁ᵖ (p=1/2)": (lambda W, s, k, r: schatten_power(k, 0.5), lambda W, s, k, r: r * s[0] ** 0.5),
+    "σ₁ᵖ ≤ S_p (p=1/2)": (lambda W, s, k, r: s[0] ** 0.5, lambda W, s, k, r: schatten_power(k, 0.5)),
+}
+
+
+def norm_inequality_ratios(W, weaken=1.0) -> dict:
+    """``weaken · lhs/rhs`` of every inequality in :data:`NORM_INEQUALITIES` at the matrix ``W``
+    (0 when both sides vanish)."""
+    A = as_matrix(W)
+    s = singular_values(A)
+    r = numerical_rank(s)
+    if r == 0:
+        return {name: 0.0 for name in NORM_INEQUALITIES}
+    k = s[:r]
+    out = {}
+    for name, (lhs, rhs) in NORM_INEQUALITIES.items():
+        b = float(rhs(A, s, k, r))
+        out[name] = weaken * float(lhs(A, s, k, r)) / b if b > 0 else 0.0
+    return out
+
+
+def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5)):
+    """Check every inequality of :data:`NORM_INEQUALITIES` (Chapter 1) by random matrices of random
+    shape (1–39 per side), rank and scale (``10^±3``), then by Nelder–Mead over the entries of a
+    ``shape`` matrix from random starts. ``weaken > 1`` divides every right side by ``weaken``
+    (power check). Returns one :class:`~bounds_lib.falsification.Falsification` per inequality."""
+    from .falsification import Falsification, adversarial_search
+
+    names = list(NORM_INEQUALITIES)
+    rand = {n: [] for n in names}
+    for _ in range(int(trials)):
+        l, m = (int(x) for x in rng.integers(1, 40, size=2))
+        rk = int(rng.integers(1, min(l, m) + 1))
+        W = rng.standard_normal((l, rk)) @ rng.standard_normal((rk, m)) * 10.0 ** rng.uniform(-3, 3)
+        for n, v in norm_inequality_ratios(W, weaken).items():
+            rand[n].append(v)
+    out = []
+    for n in names:
+        starts = rng.standard_normal((int(restarts), shape[0] * shape[1]))
+        adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken)[n], starts,
+                                     maxiter=4000) if restarts else (np.zeros(0), None))
+        out.append(Falsification(n + (f" ÷{weaken:g}" if weaken != 1.0 else ""), np.array(rand[n]), adv))
+    return out
+
+
+def dudley_bound_linear(n, d, etas=None):
+    """Dudley's bound (Chapter 1, ``thm-dudley``) for the unit-ball linear class on ``n`` points of the
+    unit ball of ``ℝ^d`` with the volumetric entropy ``d·log(1 + 2/ε)`` and ``B = 1``:
+    ``min_η 4η + (12/√n) ∫_η^1 √(d·log(1+2/ε)) dε`` over a log grid of ``η`` (default 1e-5…1)."""
+    from scipy.integrate import quad
+
+    for v, name in ((n, "n"), (d, "d")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    etas = np.geomspace(1e-5, 1.0, 120) if etas is None else np.asarray(etas, dtype=np.float64)
+    if etas.ndim != 1 or etas.size == 0 or np.any(~(etas > 0)) or np.any(etas > 1):
+        raise ValueError("etas must be a non-empty 1-D array of cut-offs in (0, 1]")
+    vals = [4 * e + 12 / np.sqrt(n) * quad(lambda t: np.sqrt(d * np.log1p(2 / t)), e, 1.0)[0] for e in etas]
+    return float(min(vals))
+
+
+def rademacher_linear_mc(rng, n, d, draws=200):
+    """Monte Carlo estimate of ``(1/n) E‖Σ_i ζ_i x_i‖₂`` — the empirical Rademacher complexity of the
+    unit-ball linear class — on ``n`` random unit vectors of ``ℝ^d`` (Chapter 1)."""
+    for v, name in ((n, "n"), (d, "d"), (draws, "draws")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    signs = rng.choice([-1.0, 1.0], size=(draws, n))
+    return float(np.mean(np.linalg.norm(signs @ X, axis=1)) / n)

@@ -52,6 +52,8 @@ __all__ = [
     "falsify_multihead_gamma",
     "adversarial_layer_lipschitz",
     "adversarial_parameter_perturbation",
+    "composition_bound",
+    "falsify_composition",
 ]
 
 #: GELU Lipschitz constant as rounded in the released code (the exact value is 1.1289…).
@@ -513,4 +515,81 @@ def adversarial_parameter_perturbation(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT,
     tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g}" if weaken != 1.0 else "") + \
         ("" if tuple(perturb) == ("QK", "V", "M") else ", perturbed: " + "+".join(perturb)) + ")"
     return Falsification("network parameter perturbation, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Both sides of the composition lemma (Chapter 3, ``ch03-thm-compose``) for two single-head networks.
+
+    Pieces ``j = (ℓ, a)``, ``a ∈ (QK, V, M)``, are replaced in order. ``d_j`` is the data-metric distance
+    ``max_x ‖x(Ŵ_j − W_j)‖₂`` over the rows ``x`` that enter piece ``j`` when every earlier piece is
+    already replaced (the inputs of the cover network: rows of the layer input for QK and V, rows of
+    ``φ(Ŷ)`` for M). ``κ_j = ‖w‖₂ γ_j α^{(ℓ)}`` with γ, α from the norms of ``net`` and ``γ_M = 1``
+    (the row norm ``≤ B_φ`` is inside ``d_M``). Returns ``(lhs, rhs, d, kappa)`` with
+    ``lhs = max_i |f_W(X_i) − f_Ŵ(X_i)|`` and ``rhs = Σ_j κ_j d_j``; the lemma says ``lhs ≤ rhs``.
+    """
+    from . import model as M
+
+    if net.L != net_hat.L or net.N != net_hat.N or net.act != net_hat.act:
+        raise ValueError("net and net_hat must have the same depth, width and activation")
+    Xb = np.asarray(X, dtype=np.float64)
+    Xb = Xb[None] if Xb.ndim == 2 else Xb
+    phi = M.activation(net.act)
+    C = np.array([[np.linalg.norm(W, 2) for W in (b.W_QK, b.W_V, b.W_M)] for b in net.blocks])
+    g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=net.L_phi, softmax_const=softmax_const)
+    la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+    wn = float(np.linalg.norm(net.w))
+    Z = project_rows(Xb)
+    d, kappa = [], []
+    for ell, (b, bh) in enumerate(zip(net.blocks, net_hat.blocks)):
+        rows = Z.reshape(-1, net.N)
+        d.append(float(np.max(np.linalg.norm(rows @ (bh.W_QK - b.W_QK), axis=1))))
+        d.append(float(np.max(np.linalg.norm(rows @ (bh.W_V - b.W_V), axis=1))))
+        Y = project_rows(M.attention(Z, bh.W_QK, bh.W_V, net.logit_scale))
+        F = phi(Y).reshape(-1, net.N)
+        d.append(float(np.max(np.linalg.norm(F @ (bh.W_M - b.W_M), axis=1))))
+        kappa += [wn * np.exp(g["QK"][ell] + la[ell]), wn * np.exp(g["V"][ell] + la[ell]), wn * np.exp(la[ell])]
+        Z = M.block_forward(Z, bh, net.act, net.logit_scale)
+    # the readout of net_hat must equal that of net (a learned readout is one more piece, κ = 1)
+    d.append(float(np.max(np.abs(Z[:, 0, :] @ (net_hat.w - net.w)))))
+    kappa.append(1.0)
+    lhs = float(np.max(np.abs(M.forward(net, Xb) - M.forward(net_hat, Xb))))
+    d, kappa = np.array(d), np.array(kappa)
+    return lhs, float(np.sum(d * kappa)), d, kappa
+
+
+def _composition_ratio(x, L, N, T, act, softmax_const, weaken):
+    from . import model as M
+
+    k = 3 * L * N * N
+    Ws, Es = x[:k].reshape(L, 3, N, N), x[k:2 * k].reshape(L, 3, N, N)
+    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
+    w = np.ones(N) / np.sqrt(N)
+    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
+    net_hat = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
+    lhs, rhs, _, _ = composition_bound(net, net_hat, X, softmax_const)
+    return weaken * lhs / rhs if rhs > 0 else 0.0
+
+
+def falsify_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2), N=2, T=2,
+                        acts=("identity", "tanh"), trials=150, restarts=2, maxiter=4000):
+    """Random draws, then Nelder–Mead, against the composition lemma (``ch03-thm-compose``):
+    ``weaken · max_i|f_W − f_Ŵ| / Σ_j κ_j d_j`` over weights, perturbation directions, input and scale.
+    ``weaken = 1.1`` (or a wrong ``softmax_const``) checks the search's power."""
+    parts = []
+    for L in depths:
+        for act in acts:
+            dim = 6 * L * N * N + T * N + 1
+
+            def sample(r, dim=dim):
+                x = r.normal(0.0, 0.8, dim)
+                x[-1] = r.uniform(-8.0, -2.0)
+                return x
+
+            parts.append(falsify("compose", lambda x, L=L, act=act: _composition_ratio(x, L, N, T, act, softmax_const,
+                                                                                        weaken),
+                                 sample, rng, trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
+    return Falsification("composition (data metric), optimiser" + tag, np.concatenate([f.ratios for f in parts]),
                          np.concatenate([f.adversarial for f in parts]))

@@ -180,3 +180,56 @@ def test_parameter_perturbation_optimiser_has_power():
     assert wrong_c.violations > 0 and weak.violations > 0
     # perturbing W_QK alone, γ^QK = c·C_V·L_φ·C_M with c = 1 is attained: the optimiser reaches ratio 1
     assert qk.violations == 0 and qk.worst_adversarial > 1 - 1e-4 and wrong_c.worst_adversarial > 3.9
+
+
+# ---------------------------------------------------------------- Chapter 1: norm inequalities, Dudley scaling
+
+def test_norm_inequalities_power():
+    from bounds_lib import norms
+    ok = norms.falsify_norm_inequalities(np.random.default_rng(0), trials=300, restarts=1)
+    weak = norms.falsify_norm_inequalities(np.random.default_rng(0), trials=300, restarts=1, weaken=1.1)
+    assert len(ok) == len(norms.NORM_INEQUALITIES) and all(f.violations == 0 for f in ok)
+    assert all(f.violations > 0 for f in weak)
+    assert min(f.worst_ratio for f in ok) > 0.99  # every inequality attained or nearly attained
+    # closed forms: rank-one matrix attains ‖W‖₂ = ‖W‖_F; all-ones attains both √ factors
+    r = norms.norm_inequality_ratios(np.outer([1.0, 2.0], [3.0, 4.0, 5.0]))
+    assert np.isclose(r["‖W‖₂ ≤ ‖W‖_F"], 1) and np.isclose(r["‖W‖_F ≤ √rank ‖W‖₂"], 1)
+    J = norms.norm_inequality_ratios(np.ones((3, 4)))
+    assert np.isclose(J["‖W‖_{2,1} ≤ √m ‖W‖_F"], 1) and np.isclose(J["‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}"], 1)
+    assert set(norms.norm_inequality_ratios(np.zeros((2, 2))).values()) == {0.0}
+
+
+def test_dudley_linear_scaling():
+    from bounds_lib import norms
+    b = [norms.dudley_bound_linear(n, 4) for n in (1000, 100_000)]
+    assert np.isclose(b[0] / b[1], 10, rtol=0.02)  # n^{-1/2}
+    assert np.isclose(norms.dudley_bound_linear(100_000, 16) / b[1], 2, rtol=0.02)  # √d
+    mc = norms.rademacher_linear_mc(np.random.default_rng(0), 400, 3)
+    assert 0.8 / 20 < mc < 1 / 20 + 1e-3  # ≈ 1/√n
+    with pytest.raises(ValueError):
+        norms.dudley_bound_linear(0, 2)
+    with pytest.raises(ValueError):
+        norms.dudley_bound_linear(10, 2, etas=[0.0])
+    with pytest.raises(ValueError):
+        norms.rademacher_linear_mc(np.random.default_rng(0), 10, True)
+
+
+def test_composition_bound_closed_forms_and_power():
+    from bounds_lib import model as M
+    rng = np.random.default_rng(4)
+    net = M.random_transformer(2, 3, rng, spectral_norm=0.7, act="tanh")
+    X = rng.standard_normal((5, 4, 3))
+    lhs, rhs, d, kappa = P.composition_bound(net, net, X)
+    assert lhs == 0 and rhs == 0 and d.shape == kappa.shape == (7,)
+    # only the readout changes: the bound is exact (κ = 1 and d = the output change itself)
+    net_w = M.SingleHeadTransformer(net.blocks, net.w + np.array([0.1, -0.2, 0.05]), act="tanh")
+    lhs, rhs, d, kappa = P.composition_bound(net, net_w, X)
+    assert np.isclose(lhs, rhs) and np.all(d[:-1] == 0) and kappa[-1] == 1
+    # κ of the last layer's M is ‖w‖₂ (γ_M = 1, α = 1)
+    assert np.isclose(kappa[-2], np.linalg.norm(net.w))
+    with pytest.raises(ValueError, match="same depth"):
+        P.composition_bound(net, M.random_transformer(1, 3, rng), X)
+    kw = dict(depths=(1,), acts=("identity",), trials=30, restarts=1, maxiter=2000)
+    ok = P.falsify_composition(np.random.default_rng(0), **kw)
+    weak = P.falsify_composition(np.random.default_rng(0), weaken=1.1, **kw)
+    assert ok.violations == 0 and ok.worst_adversarial > 0.95 and weak.violations > 0
