@@ -105,6 +105,7 @@ def test_numbers_match_the_book(editions, md):
     """Every numbered statement, exercise, figure and equation of the page, with the page's number."""
     launch = nbformat.read(editions["root"] / "launch" / "notebooks" / f"{md.stem}.ipynb", as_version=4)
     html = _html_numbers(md)
+    assert html, f"no numbered element found in the page of {md.stem}"
     assert _notebook_numbers(launch) == html
     # The student edition keeps the numbering (solutions are gone, not renumbered).
     student = nbformat.read(editions["root"] / "student" / f"{md.stem}.ipynb", as_version=4)
