@@ -193,6 +193,12 @@ def test_every_chapter_runs_outside_the_repository_from_the_wheel(editions, tmp_
     names = zipfile.ZipFile(wheel).namelist()
     assert "bounds_lib/data/trained_grid.json" in names and "bounds_lib/book.mplstyle" in names
     py = _reader_env(tmp_path)
+    # What pip would do in a reader's environment that already has torch & co. (Colab): install the
+    # library and nothing else (a torch in range is kept, not replaced).
+    plan = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--dry-run", "-q", "--no-index",
+                           "--report", "-", str(wheel)], capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    assert [i["metadata"]["name"] for i in json.loads(plan.stdout)["install"]] == ["bounds_lib"]
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-index", str(wheel)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr  # every runtime dependency satisfied by the pinned environment
