@@ -27,6 +27,7 @@ __all__ = [
     "released_term",
     "regime_term",
     "log_K_factor",
+    "regime_log_slope",
     "ours_order",
     "edelman_order",
     "trauger_tewari_order",
@@ -101,6 +102,24 @@ def log_K_factor():
     """``√(log K) = √(L log C + log L)`` with ``K = C^L·L``: the factor the corrected theorem (Chapter 5)
     carries through ``Λ`` — from the covering of the rank part, ``r(ℓ+m) log(C₂K/ε)``, at every ``p``."""
     return sp.sqrt(L * sp.log(C) + sp.log(L))
+
+
+def regime_log_slope(regime):
+    """``(p+2)² · d/dp log T(p)`` in a regime where ``S_p`` is bounded for every ``p`` (Chapter 5).
+
+    Rank ``≤ r`` and ``‖W‖₂ ≤ C`` give ``S_p ≤ r C^p``; spectral only gives ``S_p ≤ N C^p``; with
+    ``K = C^L L``, ``log T = (log S + p log K + (p+1) log N)/(p+2)`` has
+    ``(p+2)² d log T/dp = 2 log(CK) + log N − log S_0``, independent of ``p`` and ``≥ 0`` when
+    ``C ≥ 1`` and ``S_0 ≤ N``: the infimum over ``p ∈ [0, 2]`` is at ``p = 0``.
+    """
+    if regime == "low_rank":
+        S = r * C**p
+    elif regime == "spectral":
+        S = N * C**p
+    else:
+        raise ValueError(f"regime {regime!r} bounds S_p at every p only for 'low_rank' and 'spectral'")
+    logT = sp.expand_log(sp.log(released_term(S, C**L * L, p)), force=True)
+    return sp.simplify(sp.expand_log(sp.diff(logT, p) * (p + 2) ** 2, force=True))
 
 
 def ours_order(regime, aggregation, log_factor=False):

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import sympy as sp
 
@@ -128,3 +130,15 @@ def test_limit_in_depth_substitutes_one_plus_c():
     C, c = SYMBOLS["C"], sp.Symbol("c", positive=True)
     assert limit_in_depth(C - 1) == c                       # C = 1 + c exactly, with a fresh positive c
     assert limit_in_depth(C**L) == sp.oo and limit_in_depth(C ** (-L)) == 0
+
+
+def test_regime_log_slope_is_p_free_and_nonnegative():
+    from bounds_lib.orders import regime_log_slope
+    C, r = SYMBOLS["C"], SYMBOLS["r"]
+    lr = regime_log_slope("low_rank")
+    assert sp.simplify(sp.expand_log(lr - (2 * (L + 1) * sp.log(C) + 2 * sp.log(L) + sp.log(N) - sp.log(r)),
+                                     force=True)) == 0
+    assert float(lr.subs({C: 1, L: 1, N: 64, r: 64})) == 0.0          # tight at C = 1, L = 1, r = N
+    assert float(regime_log_slope("spectral").subs({C: 2, L: 3})) == pytest.approx(8 * math.log(2) + 2 * math.log(3))
+    with pytest.raises(ValueError, match="only for 'low_rank' and 'spectral'"):
+        regime_log_slope("frobenius")
