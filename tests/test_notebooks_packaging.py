@@ -2,6 +2,7 @@
 declares, as ranges; `import bounds_lib` stays light; one version; package data present."""
 
 import ast
+import importlib.util
 import importlib.metadata as md
 import re
 import subprocess
@@ -94,3 +95,28 @@ def test_package_data_is_declared_for_every_data_file():
     assert files
     for f in files:
         assert any(Path(f).match(pat) for pat in declared), f"bounds_lib/{f} is not package data: {declared}"
+
+
+def test_glue_shim_works_without_myst_nb(monkeypatch):
+    """In a reader's Jupyter (no MyST-NB) `glue` shows the value when asked and otherwise does nothing."""
+    import importlib
+
+    import IPython.display
+
+    import bounds_lib.glue as glue_mod
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda v: shown.append(v))
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # import myst_nb -> ImportError
+    try:
+        shim = importlib.reload(glue_mod)
+        assert shim.HAVE_MYST_NB is False
+        shim.glue("shown", 1.5)
+        shim.glue("hidden", 2.5, display=False)
+        assert shown == [1.5]
+        with pytest.raises(TypeError, match="non-empty str"):
+            shim.glue("", 1)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(glue_mod)
+    assert glue_mod.HAVE_MYST_NB is (importlib.util.find_spec("myst_nb") is not None)
