@@ -283,17 +283,19 @@ def html_id(label: str) -> str:
 def _cell_lines(text: str, nb) -> list[int]:
     lines, cursor = [], 0
     for cell in nb.cells:
+        body = cell.source.strip("\n")
         first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
-        pos = text.find(first, cursor) if first else -1
+        pos, size = (text.find(body, cursor), len(body)) if body else (-1, 0)
+        if pos < 0 and first:  # jupytext normalised something: fall back to the first line
+            pos, size = text.find(first, cursor), len(first)
         if pos < 0:
             lines.append(text.count("\n", 0, cursor) + 1)
             continue
         lines.append(text.count("\n", 0, pos) + 1)
-        cursor = pos + len(first)
-    # The cell source starts at its first line, which may be blank: correct for leading blanks.
+        cursor = pos + size
+    # Line numbers count from the cell's first source line, which may be blank.
     for k, cell in enumerate(nb.cells):
-        lead = len(cell.source) - len(cell.source.lstrip("\n"))
-        lines[k] -= cell.source[:lead].count("\n")
+        lines[k] -= len(cell.source) - len(cell.source.lstrip("\n"))
     return lines
 
 
