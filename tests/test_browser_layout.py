@@ -8,7 +8,8 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
   search button. At 1280 px the ☰ button collapses the sidebar and brings it back;
 * **display equations**: at 1280 px every display equation fits its column
   (``scrollWidth ≤ clientWidth``); at 390 px every display that is wider than its box scrolls
-  (``overflow-x: auto``) and shows it (class ``math-scrolls``: visible scroll bar and edge shadows);
+  (``overflow-x: auto``) and shows it (class ``math-scrolls``: a visible scroll bar and a fade at the
+  edge that hides more);
 * **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles,
   Markdown outputs such as tables);
 * **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its PNG
@@ -156,7 +157,7 @@ _DISPLAYS = r"""() => {
             outer: box.scrollWidth > box.clientWidth + 1,
             marked: e.classList.contains('math-scrolls'), id: (box && box.id) || '',
             section: h ? h.textContent.replace('#', '').trim() : '',
-            cue: s.backgroundImage,
+            cue: s.maskImage || s.webkitMaskImage || '',
             tex: (tex.get(e) || e.textContent).slice(0, 160)};
   });
 }"""
