@@ -840,7 +840,11 @@ class LayerWeights:
 
 def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, dtype=np.float64,
                 layers=None) -> Iterator[LayerWeights]:
-    """Yield :class:`LayerWeights` one layer at a time (only that layer's tensors are in memory)."""
+    """Yield :class:`LayerWeights` one layer at a time (only that layer's tensors are in memory).
+
+    The generator keeps no reference to a layer it has yielded, so once the caller drops it the next
+    layer is read into free memory, not next to it.
+    """
     spec = spec or detect_architecture(source)
     dtype = np.dtype(dtype)
     if dtype not in (np.float64, np.float32):
@@ -849,23 +853,27 @@ def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, d
     for layer in idx:
         if not 0 <= layer < spec.n_layers:
             raise ValueError(f"layer {layer} out of range 0..{spec.n_layers - 1}")
-        names = spec.tensor_names(layer)
-        gated = ("gate", "up") if spec.gated_ffn else ()
-        t = {role: source.read(name, dtype) for role, name in names.items() if role not in gated}
-        N = spec.hidden
-        if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
-            qkv = t["qkv"]
-            Wq, Wk, Wv = qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:]
-            Wo, M_in, M_out = t["o"], t["f_in"], t["f_out"]
-        elif spec.gated_ffn:
-            Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
-            # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
-            F = spec.d_ff
-            M_in = np.empty((N, 2 * F), dtype=dtype)
-            for j, role in enumerate(gated):
-                M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
-            M_out = t["down"].T
-        else:
-            Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
-            M_in, M_out = t["f_in"].T, t["f_out"].T
-        yield LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, names)
+        yield _read_layer(source, spec, layer, dtype)
+
+
+def _read_layer(source: TensorSource, spec: ArchitectureSpec, layer: int, dtype) -> LayerWeights:
+    names = spec.tensor_names(layer)
+    gated = ("gate", "up") if spec.gated_ffn else ()
+    t = {role: source.read(name, dtype) for role, name in names.items() if role not in gated}
+    N = spec.hidden
+    if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
+        qkv = t["qkv"]
+        Wq, Wk, Wv = qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:]
+        Wo, M_in, M_out = t["o"], t["f_in"], t["f_out"]
+    elif spec.gated_ffn:
+        Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
+        # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
+        F = spec.d_ff
+        M_in = np.empty((N, 2 * F), dtype=dtype)
+        for j, role in enumerate(gated):
+            M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
+        M_out = t["down"].T
+    else:
+        Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
+        M_in, M_out = t["f_in"].T, t["f_out"].T
+    return LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, names)

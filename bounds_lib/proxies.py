@@ -432,6 +432,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", layers=None,
     if jobs == 1:
         for lw in layer_iter:
             mats.extend(layer_spectra(lw, mode, cache=cache, entrywise=entrywise, on_step=step))
+            del lw  # the next layer is read into this layer's memory, not next to it
     else:  # read layer k+1.. while workers decompose earlier layers; collect in layer order
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             pending = deque()
