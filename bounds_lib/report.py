@@ -296,13 +296,18 @@ def _scale_tex(s) -> str:
 
 
 def settings_table(rows: Sequence[ProxyRow]) -> str:
-    """:func:`compare_settings` rows as a Markdown table with LaTeX headers."""
-    headers = ["mode", "logit scale $s$", r"$\gamma$", r"$\log_{10}B_{\rm ours}$", "(root-sum-square)",
-               r"$\log_{10}B_{\rm Edelman}$", "$(1,1)$ analogue", r"$p^\ast=0$"]
-    body = [(r.mode, _scale_tex(r.logit_scale), r"with $L_\varphi$" if r.gamma_L_phi else "released",
+    """:func:`compare_settings` rows as a Markdown table with LaTeX headers.
+
+    Columns: scoring mode, logit scale ``s``, γ as released or with ``L_φ`` ("+L_φ"), log10 of
+    ``B_ours`` (sum) and of its root-sum-square form ("rss"), log10 of ``B_Edelman`` and of its
+    (1,1)-norm analogue, and the share of matrices with ``p* = 0``.
+    """
+    headers = ["mode", "$s$", r"$\gamma$", r"$\log_{10}B_{\rm ours}$", "rss",
+               r"$\log_{10}B_{\rm Edelman}$", "$(1,1)$", r"$p^\ast=0$"]
+    body = [(r.mode, _scale_tex(r.logit_scale), r"$+L_\varphi$" if r.gamma_L_phi else "released",
              r.log10_B_ours, r.log10_B_ours_rss, r.log10_B_edelman, r.log10_B_edelman_11,
-             f"{r.pct_p_star_zero:.0f} %") for r in rows]
-    return markdown_table(headers, body, ["", "", "", ".3f", ".3f", ".3f", ".3f", ""], align="lllrrrrr")
+             f"{r.pct_p_star_zero:.0f}%") for r in rows]
+    return markdown_table(headers, body, ["", "", "", ".2f", ".2f", ".2f", ".2f", ""], align="lllrrrrr")
 
 
 def family_table(reports: dict) -> str:

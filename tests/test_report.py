@@ -157,7 +157,7 @@ def test_compare_settings_rows_match_score():
     assert rows[0].log10_B_edelman == pytest.approx(s0["B_edelman"]["log10"])
     assert rows[1].log10_B_edelman < rows[0].log10_B_edelman  # smaller logits, smaller Lipschitz factors
     table = R.settings_table(rows)
-    assert table.count("\n") == 3 and r"$1/\sqrt{d_h}$" in table and "100 %" in table
+    assert table.count("\n") == 3 and r"$1/\sqrt{d_h}$" in table and "100%" in table
     with pytest.raises(ValueError, match="no spectra for mode 'paper'"):
         R.compare_settings({"clean": sp}, [("paper", 1.0, False)])
 
