@@ -15,7 +15,7 @@ from . import stats as S
 __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
            "label_pairs", "pstar_share", "plot_errors", "plot_scaling", "plot_proxy_vs_gap", "plot_pstar_share",
            "plot_p_profile", "arch_count", "test_train_overlap", "CHOICES", "CHOICE_LABEL", "choice",
-           "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra"]
+           "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra", "corrected_report"]
 
 #: results-file key -> label in figures (LaTeX)
 PROXIES = {
@@ -32,7 +32,7 @@ PROXIES = {
 PLAIN = {"B_ours_sum": "B_ours (sum)", "B_ours_rss": "B_ours (rss)", "B_edelman": "B_Edelman",
          "B_11": "(1,1) analogue", "prod_spectral": "Π‖W‖₂", "sum_frobenius": "Σ‖W‖_F",
          "n_params": "# parameters", "readout_norm": "‖w‖₂ (readout)", "train_error": "training error",
-         "steps_taken": "steps taken", "mean_p_star": "mean p*"}
+         "steps_taken": "steps taken", "mean_p_star": "mean p*", "corrected_theta": "Θ (corrected, Ch. 5)"}
 BOUNDS = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11")
 #: measures of fit, not capacity: a proxy that does no better than these has learnt nothing about capacity
 BASELINES = ("train_error", "steps_taken")
@@ -40,6 +40,8 @@ BASELINES = ("train_error", "steps_taken")
 
 def measure(rows, name: str) -> np.ndarray:
     """Values of measure ``name`` on ``rows`` (a proxy's log10, or ``train_error`` / ``steps_taken``)."""
+    if name == "corrected_theta":  # log10 Θ of Chapter 5's corrected theorem (study rows only)
+        return np.array([corrected_report(r).log_Theta / np.log(10) for r in rows])
     if name in ("train_error", "steps_taken"):
         if any(name not in r for r in rows):
             raise KeyError(f"{name!r} is not stored in these rows (steps_taken: common-loss runs only)")
@@ -312,3 +314,34 @@ def plot_spectra(rows, variants, layer=1, kind_of_matrix="M"):
     ax.set_ylim(bottom=1e-4)  # clip numerical zeros of the factorised models (≈1e-16) off the axis
     ax.legend(title="solid: trained, dotted: initial", loc="upper right", ncol=2)
     return fig
+
+
+def corrected_report(row):
+    """Chapter 5's corrected theorem (:func:`bounds_lib.theorem.corrected_bound`) on a Chapter 8 row's stored spectra.
+
+    The single-head model is read as the one-head BERT-layout checkpoint :func:`bounds_lib.experiments.save_model`
+    writes: ``QK = W_QK``, ``Ṽ = W_V``, ``M_in = I``, ``M_out = W_M``. The theorem then also counts the fixed
+    identity ``M_in`` of every block as a matrix, so the value bounds the same network, a little more loosely
+    than a single-head statement would. ``n`` is the training-set size, ``T`` the number of tokens (bits + [CLS]),
+    the readout radius the trained ``‖w‖₂``. Needs the row's ``singular_values`` (rows of the study only).
+    """
+    import math
+
+    from .checkpoints import ArchitectureSpec
+    from .proxies import MatrixSpectrum, ModelSpectra
+    from .theorem import corrected_bound
+
+    if "singular_values" not in row:
+        raise KeyError("this row stores no spectra (only the rows of the Chapter 8 study do)")
+    c, sv = row["config"], row["singular_values"]
+    L, N = c["L"], c["N"]
+    arch = ArchitectureSpec(family="bert", model_type="bert", n_layers=L, hidden=N, n_heads=1, n_kv_heads=1,
+                            head_dim=N, d_ff=N, activation=c.get("act", "gelu"), prefix="")
+    mats = []
+    for l in range(L):  # norms are not stored; the theorem reads only the spectra
+        mats += [MatrixSpectrum(l, 0, "QK", (N, N), np.array(sv["QK"][l]), math.nan, math.nan),
+                 MatrixSpectrum(l, 0, "V", (N, N), np.array(sv["V"][l]), math.nan, math.nan),
+                 MatrixSpectrum(l, -1, "M_in", (N, N), np.ones(N), math.nan, math.nan),
+                 MatrixSpectrum(l, -1, "M_out", (N, N), np.array(sv["M"][l]), math.nan, math.nan)]
+    spectra = ModelSpectra(arch=arch, mode="paper", dtype="float64", matrices=tuple(mats))
+    return corrected_bound(spectra, n=c["n_train"], T=c["T"] + 1, readout_norm=row["proxies"]["readout_norm"])

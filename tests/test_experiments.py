@@ -405,3 +405,21 @@ def test_unreachable_scheduler_is_refused_with_a_clear_line(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "cannot reach a Dask scheduler at 'tcp://127.0.0.1:1'" in err and "Traceback" not in err
+
+
+def test_corrected_theorem_on_stored_spectra():
+    import math
+
+    from bounds_lib import experiments as E, trained_report as T
+
+    rows = E.load_results("study")["rows"]
+    plain = next(r for r in rows if E.variant_name(r["config"]) == "plain")
+    L, N = plain["config"]["L"], plain["config"]["N"]
+    rep = T.corrected_report(plain)
+    # read as a one-head BERT checkpoint with M_in = I: the released proxy gains L full-rank terms N (p* = 0)
+    assert math.isclose(10 ** plain["proxies"]["B_ours_sum"], 3 * L * N + math.sqrt(L), rel_tol=1e-12)
+    assert math.isclose(math.exp(rep.log_B_released), 4 * L * N + math.sqrt(L), rel_tol=1e-9)
+    assert math.isfinite(rep.log_Theta) and rep.log_Theta > rep.log_rss  # the Dudley factor exceeds 1
+    assert T.measure([plain], "corrected_theta")[0] == rep.log_Theta / math.log(10)
+    with pytest.raises(KeyError, match="no spectra"):
+        T.corrected_report(E.load_results("trained_grid")["rows"][0])
