@@ -54,11 +54,13 @@ def use_book_style() -> None:
     if ip is not None:
         # Load the inline backend now: loading it later would re-register its own PNG formatter
         # on top of ours and reset rcParams (matplotlib_inline.backend_inline does both on import).
+        import sys
+
         import matplotlib.pyplot as plt
 
         backend = matplotlib.get_backend()
-        if "inline" in backend.lower():
-            plt.switch_backend(backend)
+        if "inline" in backend.lower() and "matplotlib_inline.backend_inline" not in sys.modules:
+            plt.switch_backend(backend)  # nothing is drawn yet, so switching closes no figure
     matplotlib.style.use(str(STYLE_FILE))
     if ip is not None:
         from matplotlib.figure import Figure
