@@ -27,10 +27,14 @@ def _torch_to_numpy(t, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be real; got a complex tensor ({t.dtype})")
     if t.dtype in (torch.bfloat16, torch.float16):
         t = t.to(torch.float32)  # exact widening (NumPy has no bfloat16)
-    t = t.cpu()
+    try:
+        t = t.cpu()
+    except Exception as exc:  # e.g. a tensor on the "meta" device holds no values
+        raise ValueError(f"{name} cannot be copied to the CPU (device {t.device}): "
+                         f"{' '.join(str(exc).split())[:200]}") from None
     try:
         return t.numpy()
-    except TypeError as exc:  # e.g. float8 / quantised dtypes
+    except TypeError:  # e.g. float8 / quantised dtypes
         raise ValueError(f"{name} has dtype {t.dtype}, which has no NumPy equivalent") from None
 
 

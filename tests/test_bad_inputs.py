@@ -531,6 +531,17 @@ def test_api_rejects_a_complex_torch_tensor():
     _api_error(sd, "must be real")
 
 
+@pytest.mark.parametrize("make, fragment", [
+    (lambda torch, v: torch.empty(v.shape, device="meta"), "cannot be copied to the CPU"),
+    (lambda torch, v: torch.from_numpy(v).to(torch.float8_e4m3fn), "has no NumPy equivalent|weights must be"),
+])
+def test_api_rejects_torch_tensors_without_values(make, fragment):
+    torch = pytest.importorskip("torch")
+    sd = {k: torch.from_numpy(v) for k, v in tensors().items()}
+    sd[Q0] = make(torch, tensors()[Q0])
+    _api_error(sd, fragment)
+
+
 def test_api_accepts_bf16_and_requires_grad_torch_tensors():
     torch = pytest.importorskip("torch")
     base = {k: torch.from_numpy(v) for k, v in tensors().items()}
