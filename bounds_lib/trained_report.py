@@ -34,7 +34,7 @@ PLAIN = {"B_ours_sum": "B_ours (sum)", "B_ours_rss": "B_ours (rss)", "B_edelman"
          "n_params": "# parameters", "readout_norm": "‖w‖₂ (readout)", "train_error": "training error",
          "steps_taken": "steps taken", "mean_p_star": "mean p*", "corrected_theta": "Θ (corrected, Ch. 5)"}
 BOUNDS = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11")
-#: measures of fit, not capacity: a proxy that does no better than these has learnt nothing about capacity
+#: Measures of fit, not of capacity (a proxy that does no better than these has shown nothing about capacity).
 BASELINES = ("train_error", "steps_taken")
 
 
