@@ -62,9 +62,11 @@ clean:
 ## under mutants/ (git-ignored); reports in mutants/<module>/report.txt, survivors recorded in tests/MUTATION.md.
 ##   make mutation MODULES="norms interpolation" MUTATION_JOBS=2
 MODULES ?= norms interpolation propagation peeling orders proxies
+## MUTATION_FLAGS=--bounds-only leaves out the falsification-harness functions (and the slow optimiser tests)
+MUTATION_FLAGS ?=
 MUTATION_JOBS ?= 2
 mutation: $(STAMP)
-	$(PY) tests/mutation/run_mutation.py $(MODULES) --jobs $(MUTATION_JOBS)
+	$(PY) tests/mutation/run_mutation.py $(MODULES) --jobs $(MUTATION_JOBS) $(MUTATION_FLAGS)
 
 ## Execute one chapter alone (fast check while writing): make page NB=notebooks/ch02_interpolation.md
 page: $(STAMP)

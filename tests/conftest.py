@@ -14,3 +14,7 @@ settings.load_profile("ci")
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: optimiser runs (left out of `make mutation` bound-only runs)")

@@ -107,6 +107,7 @@ def test_bad_input_covering(call):
 
 # ---------------------------------------------------------------- split lemmas: random, non-degenerate, optimiser
 
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
 def test_split_random_and_nondegenerate():
     rng = np.random.default_rng(3)
     full = I.falsify_split(rng, trials=1000)
@@ -118,6 +119,7 @@ def test_split_random_and_nondegenerate():
     assert all(f.violations > 0 for f in weak)
 
 
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
 def test_split_optimiser_power():
     proved = I.adversarial_split(np.random.default_rng(5), trials=60, restarts=2)
     weak = I.adversarial_split(np.random.default_rng(5), trials=60, restarts=2, weaken=1.1)
@@ -161,6 +163,7 @@ def test_bad_input_effective_scale(call):
         call()
 
 
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
 def test_layer_lipschitz_optimiser_has_power():
     kw = dict(tokens=(3,), qs=(1.0,), trials=60, restarts=2, maxiter=1500)
     ok = P.adversarial_layer_lipschitz(np.random.default_rng(0), **kw)
@@ -170,6 +173,7 @@ def test_layer_lipschitz_optimiser_has_power():
     assert P.adversarial_layer_lipschitz(np.random.default_rng(0), weaken=1.1 / ok.worst_adversarial, **kw).violations
 
 
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
 def test_parameter_perturbation_optimiser_has_power():
     kw = dict(depths=(1,), trials=40, restarts=1, maxiter=2500)  # seed 2: reaches 0.98 of the bound
     ok = P.adversarial_parameter_perturbation(np.random.default_rng(2), **kw)
@@ -184,6 +188,7 @@ def test_parameter_perturbation_optimiser_has_power():
 
 # ---------------------------------------------------------------- Chapter 1: norm inequalities, Dudley scaling
 
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
 def test_norm_inequalities_power():
     from bounds_lib import norms
     ok = norms.falsify_norm_inequalities(np.random.default_rng(0), trials=300, restarts=1)
@@ -214,7 +219,7 @@ def test_dudley_linear_scaling():
         norms.rademacher_linear_mc(np.random.default_rng(0), 10, True)
 
 
-def test_composition_bound_closed_forms_and_power():
+def test_composition_bound_closed_forms():
     from bounds_lib import model as M
     rng = np.random.default_rng(4)
     net = M.random_transformer(2, 3, rng, spectral_norm=0.7, act="tanh")
@@ -229,6 +234,10 @@ def test_composition_bound_closed_forms_and_power():
     assert np.isclose(kappa[-2], np.linalg.norm(net.w))
     with pytest.raises(ValueError, match="same depth"):
         P.composition_bound(net, M.random_transformer(1, 3, rng), X)
+
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_composition_power():
     kw = dict(depths=(1,), acts=("identity",), trials=30, restarts=1, maxiter=2000)
     ok = P.falsify_composition(np.random.default_rng(0), **kw)
     weak = P.falsify_composition(np.random.default_rng(0), weaken=1.1, **kw)

@@ -38,9 +38,22 @@ TESTS = {
     "proxies": ["tests/test_proxies.py"],
 }
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
+#: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
+#: ``--bounds-only`` leaves them out: each of their mutants reruns slow optimiser tests, and their
+#: power is checked directly (every harness must break a weakened bound, tests/test_falsification.py).
+HARNESS = re.compile(r"^_?(falsify|adversarial|_?split_ratios|block_ratio|network_ratio|composition_ratio|spectral)")
 
 
-def run_module(module: str, jobs: int, mutmut: str) -> dict:
+def bound_functions(module: str) -> list[str]:
+    """mutmut name globs for the top-level functions of ``module`` that are not harness functions."""
+    import ast
+
+    tree = ast.parse((ROOT / "bounds_lib" / f"{module}.py").read_text())
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not HARNESS.match(n.name)]
+    return [f"bounds_lib.{module}.x_{n}__mutmut_*" for n in names]
+
+
+def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False) -> dict:
     if module not in TESTS:
         raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))}")
     work = ROOT / "mutants" / module
@@ -52,28 +65,31 @@ def run_module(module: str, jobs: int, mutmut: str) -> dict:
         if (ROOT / t).exists():
             shutil.copy(ROOT / t, work / t)
     tests = "\n    ".join(TESTS[module])
+    deselect = "    -m\n    not slow\n" if bounds_only else ""
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths=bounds_lib\n"
         f"only_mutate=bounds_lib/{module}.py\n"
         f"pytest_add_cli_args_test_selection=\n    {tests}\n"
-        "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n"
+        "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n" + deselect +
         "use_git_change_detection=false\n"
     )
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONHASHSEED="0")
-    subprocess.run([mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, check=False,
+    selection = bound_functions(module) if bounds_only else []
+    subprocess.run([mutmut, "run", "--max-children", str(jobs), *selection], cwd=work, env=env, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     out = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     statuses = {}
     for line in out.stdout.splitlines():
         m = STATUS.match(line)
-        if m:
+        if m and not (bounds_only and HARNESS.match(m.group(1).split(".x_")[-1])):
             statuses[m.group(1)] = m.group(2).strip()
     killed = sum(s == "killed" for s in statuses.values())
     survived = [k for k, s in statuses.items() if s == "survived"]
     other = {k: s for k, s in statuses.items() if s not in ("killed", "survived")}
     score = killed / max(killed + len(survived), 1)
-    lines = [f"module {module}: {len(statuses)} mutants, {killed} killed, {len(survived)} survived, "
+    scope = " (bound functions only; harness left out)" if bounds_only else ""
+    lines = [f"module {module}{scope}: {len(statuses)} mutants, {killed} killed, {len(survived)} survived, "
              f"{len(other)} other ({', '.join(sorted(set(other.values()))) or '-'}); score {score:.1%}", ""]
     for k in survived:
         diff = subprocess.run([mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
@@ -89,12 +105,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES))
     ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
+    ap.add_argument("--bounds-only", action="store_true",
+                    help="leave out the falsification-harness functions (falsify_*, adversarial_*, their ratio helpers)")
     args = ap.parse_args(argv)
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or shutil.which("mutmut")
     if mutmut is None:
         raise SystemExit("mutmut is not installed; install the dev extra: pip install -c constraints.txt -e '.[dev]'")
     for m in args.modules:
-        run_module(m, args.jobs, mutmut)
+        run_module(m, args.jobs, mutmut, args.bounds_only)
 
 
 if __name__ == "__main__":
