@@ -179,39 +179,39 @@ def test_rounding_lemma_falsification_has_power():
 
 # ---- closed forms, exact messages, defaults (kill the mutants of `make mutation MODULES=peeling`) ----
 def test_messages_name_the_parameter():
-    with pytest.raises(ValueError, match=r"L \(number of layers\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0"):
         grid_resolution(0, 4)
-    with pytest.raises(ValueError, match=r"N \(hidden size\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0"):
         grid_resolution(2, 0)
-    with pytest.raises(ValueError, match=r"p must lie in \[0, 2\].*got 2.5"):
+    with pytest.raises(ValueError, match=r"^p must lie in \[0, 2\].*got 2.5"):
         log_term(0.0, 2.5, 0.0, 4)
-    with pytest.raises(ValueError, match="log_S must be finite or -inf"):
+    with pytest.raises(ValueError, match=r"^log_S must be finite or -inf"):
         log_term(np.nan, 1.0, 0.0, 4)
-    with pytest.raises(ValueError, match="log_K must be finite"):
+    with pytest.raises(ValueError, match=r"^log_K must be finite"):
         log_term(0.0, 1.0, np.inf, 4)
-    with pytest.raises(ValueError, match="log_K is \\+inf; compute it in log space"):
+    with pytest.raises(ValueError, match=r"^log_K is \+inf; compute it in log space"):
         posthoc_choice([1.0], np.inf, 4, [0.0])
-    with pytest.raises(ValueError, match="log_K must be a real number, got nan"):
+    with pytest.raises(ValueError, match=r"^log_K must be a real number, got nan"):
         posthoc_choice([1.0], np.nan, 4, [0.0])
-    with pytest.raises(ValueError, match="grid must be a non-empty 1-D array"):
+    with pytest.raises(ValueError, match=r"^grid must be a non-empty 1-D array"):
         posthoc_choice([1.0], 0.0, 4, [])
-    with pytest.raises(ValueError, match="log_T_stars contains NaN or \\+inf"):
+    with pytest.raises(ValueError, match=r"^log_T_stars contains NaN or \+inf"):
         aggregate_sum([np.inf], 2)
-    with pytest.raises(ValueError, match=r"m \(grid resolution\) must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^m \(grid resolution\) must be an integer >= 1"):
         round_up_to_grid(0.5, 0)
-    with pytest.raises(ValueError, match="delta must be >= 0"):
+    with pytest.raises(ValueError, match=r"^delta must be >= 0"):
         rounding_cost_bound(-1.0, 0.5, 1.0, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match="sigma_1 must be > 0"):
+    with pytest.raises(ValueError, match=r"^sigma_1 must be > 0"):
         rounding_cost_bound(0.1, 0.5, 0.0, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match="radii must be positive and finite to have a shell"):
+    with pytest.raises(ValueError, match=r"^radii must be positive and finite to have a shell"):
         shell_index(-1.0)
-    with pytest.raises(ValueError, match=r"shell ratio must be a real number > 1 .*got 1.0"):
+    with pytest.raises(ValueError, match=r"^shell ratio must be a real number > 1 .*got 1.0"):
         shell_top(2.0, 1.0)
-    with pytest.raises(ValueError, match=r"n \(sample size\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^n \(sample size\) must be an integer >= 1, got 0"):
         uniformity_penalty(2, 4, 0)
-    with pytest.raises(ValueError, match=r"delta must lie in \(0, 1\), got 1.5"):
+    with pytest.raises(ValueError, match=r"^delta must lie in \(0, 1\), got 1.5"):
         uniformity_penalty(2, 4, 10, 1.5)
-    with pytest.raises(ValueError, match="matrices_per_layer must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^matrices_per_layer must be an integer >= 1"):
         union_bound_log_count(2, 4, matrices_per_layer=0)
 
 
@@ -299,3 +299,107 @@ def test_log_alpha_inflation_shapes_and_constants():
         log_alpha_inflation(c, c, c[:3], 2.0)
     two = log_alpha_inflation(np.stack([c, 2 * c]), np.stack([c, 2 * c]), np.stack([c, 2 * c]), 2.0)
     assert two.shape == (2,)
+
+
+def test_more_messages_and_rejections():
+    from bounds_lib.peeling import rounding_cost_bound as rcb
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0$"):
+        log_term(0.0, 1.0, 0.0, 0)
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0$"):
+        rcb(0.1, 0.5, 1.0, 0.0, 0.0, 0)
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
+        aggregate_sum([0.0], 0)
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
+        geometric_ratio(0)
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=0, trials=5)
+    with pytest.raises(ValueError, match=r"^L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=1, trials=5)
+    with pytest.raises(ValueError, match=r"^give shell_indices or radii, not both$"):
+        union_bound_log_count(4, 128, shell_indices=[0], radii=[1.0])
+    with pytest.raises(ValueError, match=r"^delta must be >= 0$"):
+        rcb(np.nan, 0.5, 1.0, 0.0, 0.0, 4)
+    with pytest.raises(ValueError, match=r"^sigma_1 must be > 0$"):
+        rcb(0.1, 0.5, np.nan, 0.0, 0.0, 4)
+    with pytest.raises(ValueError, match=r"^log_S must be finite or -inf \(zero matrix\), got NaN or \+inf$"):
+        log_term(np.inf, 1.0, 0.0, 4)
+    with pytest.raises(ValueError, match=r"^log_K must be finite \(it is floored at log of the smallest float\)$"):
+        log_term(0.0, 1.0, np.nan, 4)
+    with pytest.raises(ValueError, match=r"^radii must be positive and finite to have a shell$"):
+        shell_index(np.inf)
+    with pytest.raises(ValueError, match=r"^grid must be a non-empty 1-D array of p values in \[0, 2\]$"):
+        posthoc_choice([1.0], 0.0, 4, [])
+    with pytest.raises(ValueError, match=r"got 2.5$"):
+        log_term(0.0, np.array([0.0, 0.5, 2.0, 2.5]), 0.0, 4)        # the first bad value is reported
+    # booleans and non-numbers are rejected (not read as 1 / 0)
+    for call in [lambda: grid_resolution(True, 4), lambda: grid_resolution("3", 4),
+                 lambda: posthoc_choice([1.0], True, 4, [0.0]), lambda: shell_top(2.0, True),
+                 lambda: shell_top(2.0, math.inf), lambda: uniformity_penalty(2, 4, 10, True),
+                 lambda: uniformity_penalty(2, 4, 10, 0.0), lambda: uniformity_penalty(2, 4, 10, 1.0)]:
+        with pytest.raises(ValueError):
+            call()
+    with pytest.raises(ValueError, match=r"^need 0 < low < high, got low=0.0, high=4.0$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, low=0.0, trials=5)
+    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, low=1.0, high=1.0, trials=5)
+    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, high=math.inf, trials=5)
+    with pytest.raises(ValueError, match=r"must have one shape"):
+        log_alpha_inflation(np.ones(3), np.ones(4), np.ones(4), 2.0)
+    with pytest.raises(ValueError, match=r"must have one shape"):
+        log_alpha_inflation(np.ones(4), np.ones(3), np.ones(4), 2.0)
+
+
+def test_return_types_and_shapes():
+    from bounds_lib.peeling import logsumexp
+    assert isinstance(log_term(0.0, 1.0, 0.0, 4), float)
+    assert isinstance(shell_index(3.0), int) and shell_index(np.array([1.0, 3.0])).dtype.kind == "i"
+    assert isinstance(shell_top(3.0), float)
+    assert isinstance(log_alpha_inflation(np.full(3, 3.0), np.full(3, 3.0), np.full(3, 3.0), 2.0), float)
+    assert logsumexp(np.zeros((1, 3)), axis=1).shape == (1,)
+    rows = np.array([[0.0, 0.0], [-1000.0, -1000.0]])       # rows of very different scale: max per row
+    np.testing.assert_allclose(logsumexp(rows, axis=1), [math.log(2), -1000 + math.log(2)])
+    g = posthoc_grid(2, 4)
+    c = posthoc_choice([2.0, 1.0], 1.0, 4, g)
+    np.testing.assert_array_equal(c.grid, g)
+    assert uniformity_penalty(4, 128, 1000, shell_indices=[0, 3]) > uniformity_penalty(4, 128, 1000)
+    m = grid_resolution(4, 128)
+    want = math.sqrt((12 * math.log(2 * m + 1) + shell_union_cost([7.0], 1.5) + math.log(20)) / 2000)
+    assert uniformity_penalty(4, 128, 1000, radii=[7.0], ratio=1.5) == pytest.approx(want, rel=1e-14)
+
+
+def test_rounding_ratio_closed_forms():
+    from bounds_lib.peeling import falsify_rounding, rounding_ratio
+    # x = (0, 0, log K, log N, log σ...): p = 1, p' = 1.5
+    x = np.array([0.0, 0.0, 2.0, math.log(3.0), 1.0, -0.5, 0.3])
+    s = np.sort(np.exp([1.0, -0.5, 0.3]))[::-1]
+    lS, lSq = math.log(np.sum(s**1.0)), math.log(np.sum(s**1.5))
+    diff = log_term(lSq, 1.5, 2.0, 3) - log_term(lS, 1.0, 2.0, 3)
+    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(0.5, 1.0, s[0], lS, 2.0, 3), rel=1e-12)
+    assert rounding_ratio(x, weaken=2.0) == pytest.approx(2 * rounding_ratio(x), rel=1e-12)
+    # clipping: log K to [-50, 50], log N to 12, log σ to [-30, 30]
+    big = np.array([0.0, 0.0, 100.0, 20.0, 40.0, -40.0])
+    s2 = np.array([math.exp(30.0), math.exp(-30.0)])
+    N2 = int(round(math.exp(12.0)))
+    lS2, lSq2 = math.log(np.sum(s2)), math.log(np.sum(s2**1.5))
+    d2 = log_term(lSq2, 1.5, 50.0, N2) - log_term(lS2, 1.0, 50.0, N2)
+    assert rounding_ratio(big) == pytest.approx(d2 / rounding_cost_bound(0.5, 1.0, s2[0], lS2, 50.0, N2), rel=1e-9)
+    neg = np.array([0.0, 0.0, -100.0, -5.0, 0.5])             # log K → -50, N → 1
+    s3 = math.exp(0.5)
+    d3 = log_term(1.5 * 0.5, 1.5, -50.0, 1) - log_term(0.5, 1.0, -50.0, 1)
+    assert rounding_ratio(neg) == pytest.approx(d3 / rounding_cost_bound(0.5, 1.0, s3, 0.5, -50.0, 1), rel=1e-12)
+    assert rounding_ratio(np.zeros(5)) == 0.0                  # σ = 1, log K = 0, N = 1: bound 0, ratio 0
+    assert rounding_ratio(np.array([0.0, -800.0, 0.0, 0.0, 0.5])) == 0.0   # p' = p in floating point
+    r = falsify_rounding(np.random.default_rng(7), trials=20, restarts=0)
+    assert r.trials == 20 and r.adversarial.size == 0 and r.name == "rounding lemma (bound / 1)"
+    assert falsify_rounding(np.random.default_rng(7), restarts=0).trials == 2000
+
+
+def test_alpha_objective_uses_each_kind_of_radius():
+    rng = np.random.default_rng(8)
+    r = falsify_shell_inflation(rng, L=3, ratio=2.0, bound_log=1.0, what="alpha", trials=200, adversarial_starts=0)
+    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(8).random((200, 9)))
+    want = log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], 2.0)
+    np.testing.assert_allclose(r.ratios, want)
+    assert falsify_shell_inflation(rng, L=2, bound_log=0.5, trials=5, adversarial_starts=0).trials == 5
+    assert falsify_shell_inflation(rng, trials=5, adversarial_starts=0).name.endswith("of 33 radii")  # L = 12
