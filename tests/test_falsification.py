@@ -196,12 +196,24 @@ def test_norm_inequalities_power():
     assert len(ok) == len(norms.NORM_INEQUALITIES) and all(f.violations == 0 for f in ok)
     assert all(f.violations > 0 for f in weak)
     assert min(f.worst_ratio for f in ok) > 0.99  # every inequality attained or nearly attained
-    # closed forms: rank-one matrix attains ‖W‖₂ = ‖W‖_F; all-ones attains both √ factors
+
+
+def test_norm_inequality_closed_forms():
+    from bounds_lib import norms
+    # rank-one matrix attains ‖W‖₂ = ‖W‖_F; all-ones attains both √ factors
     r = norms.norm_inequality_ratios(np.outer([1.0, 2.0], [3.0, 4.0, 5.0]))
     assert np.isclose(r["‖W‖₂ ≤ ‖W‖_F"], 1) and np.isclose(r["‖W‖_F ≤ √rank ‖W‖₂"], 1)
     J = norms.norm_inequality_ratios(np.ones((3, 4)))
     assert np.isclose(J["‖W‖_{2,1} ≤ √m ‖W‖_F"], 1) and np.isclose(J["‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}"], 1)
     assert set(norms.norm_inequality_ratios(np.zeros((2, 2))).values()) == {0.0}
+    d = norms.norm_inequality_ratios(np.diag([4.0, 1.0]), weaken=2.0)
+    assert np.isclose(d["‖W‖₂ ≤ ‖W‖_F"], 2 * 4 / np.sqrt(17)) and np.isclose(d["‖W‖_F ≤ ‖W‖_*"], 2 * np.sqrt(17) / 5)
+    assert np.isclose(d["‖W‖_F ≤ √rank ‖W‖₂"], 2 * np.sqrt(17) / (np.sqrt(2) * 4))
+    assert np.isclose(d["‖W‖_* ≤ √rank ‖W‖_F"], 2 * 5 / (np.sqrt(2) * np.sqrt(17)))
+    assert np.isclose(d["‖W‖_F ≤ ‖W‖_{2,1}"], 2 * np.sqrt(17) / 5) and np.isclose(d["‖W‖_{2,1} ≤ ‖W‖_{1,1}"], 2.0)
+    assert np.isclose(d["‖W‖_{2,1} ≤ √m ‖W‖_F"], 2 * 5 / (np.sqrt(2) * np.sqrt(17)))
+    assert np.isclose(d["‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}"], 2 / np.sqrt(2)) and np.isclose(d["‖W‖_{2→∞} ≤ ‖W‖₂"], 2.0)
+    assert np.isclose(d["S_p ≤ rank·σ₁ᵖ (p=1/2)"], 2 * 3 / 4) and np.isclose(d["σ₁ᵖ ≤ S_p (p=1/2)"], 2 * 2 / 3)
 
 
 def test_dudley_linear_scaling():
