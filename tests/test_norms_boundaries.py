@@ -24,9 +24,9 @@ def test_schatten_powers_closed_forms():
     assert np.allclose(norms.schatten_powers([4.0, 1.0, 0.0], [0.0, 0.5, 2.0]), [2.0, 3.0, 17.0])
     assert norms.validate_sigma([3, 1]).dtype == np.float64
     for bad in ([np.nan], [2.5], [-0.1]):
-        with pytest.raises(ValueError, match="Schatten indices"):
+        with pytest.raises(ValueError, match=r"^every p must lie in \[0, 2\] \(Schatten indices of the paper\)$"):
             norms.schatten_powers([1.0], bad)
-    with pytest.raises(ValueError, match="undefined at p = 0"):
+    with pytest.raises(ValueError, match=r"^the Schatten quasi-norm S_p\^\{1/p\} is undefined at p = 0; use numerical_rank$"):
         norms.schatten_quasinorm([1.0], 0.0)
 
 
@@ -61,3 +61,5 @@ def test_messages_name_the_argument():
     with pytest.raises(ValueError, match=r"^sigma contains NaN or infinite values"):
         norms.validate_sigma([np.inf])
     assert norms.as_matrix([[True, False]]).dtype == np.float64
+    ints = norms.as_matrix([[1, 2], [3, 4]])  # integer matrices are numeric
+    assert ints.dtype == np.float64 and ints.tolist() == [[1.0, 2.0], [3.0, 4.0]]
