@@ -85,3 +85,15 @@ def test_pos_messages_explain_the_symbol():
         I.entropy_low_rank_volumetric(1, 2, 2, -1.0, 0.1)
     with pytest.raises(ValueError):
         I.svd_split(np.eye(2), True)
+
+
+def test_validation_edges():
+    for bad in (np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"^tau \(the threshold τ\)"):
+            I.svd_split(np.eye(2), bad)
+    with pytest.raises(ValueError, match=r"^l must be an integer >= 1"):
+        I.entropy_low_rank(1.0, 1.0, 1.0, 2.5, 2)
+    arr = I.rank_bound(1.0, np.array([1.0, 2.0]), 1.0)  # arrays of thresholds stay arrays
+    assert np.allclose(arr, [1.0, 0.5])
+    with pytest.raises(ValueError, match=r"^log_K must be finite$"):
+        I.dudley_term_p0(1, 2, 1.0, np.inf)
