@@ -29,7 +29,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
