@@ -63,3 +63,34 @@ def test_messages_name_the_argument():
     assert norms.as_matrix([[True, False]]).dtype == np.float64
     ints = norms.as_matrix([[1, 2], [3, 4]])  # integer matrices are numeric
     assert ints.dtype == np.float64 and ints.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_dudley_bound_linear_closed_form():
+    from scipy.integrate import quad
+    assert norms.dudley_bound_linear(100, 3, etas=[1.0]) == 4.0  # η = 1: no integral
+    n, d = 400, 3
+    expect = min(4 * e + 12 / np.sqrt(n) * quad(lambda t: np.sqrt(d * np.log1p(2 / t)), e, 1.0)[0]
+                 for e in (0.25, 0.5))
+    assert np.isclose(norms.dudley_bound_linear(n, d, etas=[0.25, 0.5]), expect, rtol=1e-12)
+    grid = np.geomspace(1e-5, 1.0, 120)
+    assert norms.dudley_bound_linear(n, d) == norms.dudley_bound_linear(n, d, etas=grid)
+    for bad in ([], [[0.5]], [0.0], [1.5], [np.nan]):
+        with pytest.raises(ValueError, match=r"^etas must be a non-empty 1-D array of cut-offs in \(0, 1\]$"):
+            norms.dudley_bound_linear(n, d, etas=bad)
+    for args, name in (((0, 2), "n"), ((2, 0), "d"), ((True, 2), "n"), ((2.0, 2), "n")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got"):
+            norms.dudley_bound_linear(*args)
+
+
+def test_rademacher_linear_mc_is_the_formula():
+    n, d, draws = 50, 3, 40
+    r = np.random.default_rng(7)
+    X = r.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    S = r.choice([-1.0, 1.0], size=(draws, n))
+    expect = np.mean(np.linalg.norm(S @ X, axis=1)) / n
+    assert norms.rademacher_linear_mc(np.random.default_rng(7), n, d, draws=draws) == pytest.approx(expect, rel=1e-15)
+    assert isinstance(norms.rademacher_linear_mc(np.random.default_rng(7), 5, 2), float)
+    for args, name in (((0, 2, 1), "n"), ((2, 0, 1), "d"), ((2, 2, 0), "draws")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got"):
+            norms.rademacher_linear_mc(np.random.default_rng(0), *args)
