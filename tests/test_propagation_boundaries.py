@@ -119,3 +119,78 @@ def test_multihead_forward_logit_scale_and_heads():
 def test_errors_name_the_argument(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+def test_effective_scale_edges_and_messages():
+    assert np.isclose(P.log_effective_scale(0.0, 0.0, 1, 1, 1.0), np.log(2 * 2))  # A = 1 allowed: J = 1 + 1
+    d = P.log_effective_scale({"QK": 0.0}, 0.0, 2, 3, 1.0, learned_readout=False)
+    assert np.isclose(d["QK"], np.log(2 * 6))  # the flag reaches every matrix type of the dict
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1"):
+        P.log_effective_scale(0.0, 0.0, 2.5, 3, 1.0)
+    with pytest.raises(ValueError, match=r"^matrices_per_layer must be an integer >= 1 \(3 single head, 2H\+2"):
+        P.log_effective_scale(0.0, 0.0, 2, 2.5, 1.0)
+    with pytest.raises(ValueError, match=r"^readout_norm must be a positive finite number"):
+        P.log_effective_scale(0.0, 0.0, 2, 3, -1.0)
+    with pytest.raises(ValueError, match=r"^learned_readout must be True or False"):
+        P.log_effective_scale(0.0, 0.0, 2, 3, 1.0, learned_readout=None)
+    for g, a in ((0.0, np.nan), (np.inf, 0.0), (np.nan, 0.0), (0.0, np.inf)):
+        with pytest.raises(ValueError, match=r"^log_gamma or log_alpha is NaN or \+inf; compute them in log space"):
+            P.log_effective_scale(g, a, 2, 3, 1.0)
+    assert P.log_effective_scale(np.array([0.0, -np.inf]), 0.0, 1, 3, 1.0)[1] == P.LOG_TINY
+    with pytest.raises(ValueError, match=r"^heads must be None \(single-head block\) or an integer >= 1"):
+        P.matrices_per_layer(0)
+
+
+def test_gamma_multihead_zero_norms_and_shapes():
+    g = P.log_gamma_multihead(1.0, 1.0, 0.0, 0.0, L_phi=1.0)  # zero value and query-key norms
+    assert g["V"] == 0.0 and g["QK"] == -np.inf and not np.isnan(g["M_in"])
+    g = P.log_gamma_multihead(0.0, 1.0, 1.0, 1.0, L_phi=1.0)
+    assert g["M_out"] == -np.inf and g["M_in"] == 0.0 and g["V"] == -np.inf
+    g = P.log_gamma_multihead(1.0, 0.0, 1.0, 1.0)
+    assert g["M_in"] == -np.inf and not np.isnan(g["M_out"])
+    rel = P.log_gamma_multihead(2.0, np.array([1.0, 2.0, 3.0]), 1.0, 1.0)
+    assert np.shape(rel["M_out"]) == (3,) and np.allclose(rel["M_in"], np.log([1.0, 2.0, 3.0]))
+    rel = P.log_gamma_multihead(np.array([1.0, 2.0, 3.0]), 2.0, 1.0, 1.0)
+    assert np.shape(rel["M_out"]) == (3,)
+    ok = dict(C_Min=np.ones(2), C_Mout=np.ones(2), C_V_h=np.ones((2, 3)), C_QK_h=np.ones((2, 3)))
+    for key, bad in (("C_Min", np.ones(4)), ("C_Mout", np.ones(4)), ("C_V_h", np.ones((2, 4))), ("C_QK_h", np.ones((2, 4)))):
+        with pytest.raises(ValueError, match="do not broadcast"):
+            P.log_gamma_multihead(**{**ok, key: bad})
+    with pytest.raises(ValueError, match=r"^L_phi must be a positive finite number"):
+        P.log_gamma_multihead(1.0, 1.0, 1.0, 1.0, L_phi=-1.0)
+
+
+def test_composition_bound_against_its_formula():
+    rng = np.random.default_rng(11)
+    N, T = 3, 4
+    Ws = [[s * A / np.linalg.norm(A, 2) for s, A in zip((0.7, 1.3, 0.9), rng.standard_normal((3, N, N)))] for _ in range(2)]
+    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), np.array([0.6, -0.3, 0.2]), act="tanh",
+                                  logit_scale=0.5)
+    Es = [[1e-2 * rng.standard_normal((N, N)) for _ in range(3)] for _ in range(2)]
+    hat = M.SingleHeadTransformer(tuple(M.Block(*(W + E for W, E in zip(Wl, El))) for Wl, El in zip(Ws, Es)),
+                                  net.w + 1e-2, act="tanh", logit_scale=0.5)
+    X = rng.standard_normal((5, T, N))
+    lhs, rhs, d, kappa = P.composition_bound(net, hat, X)
+    # κ from the class norms: γ_QK = c C_V L_φ C_M, γ_V = L_φ C_M, γ_M = 1, α from Λ of the later layers, × ‖w‖₂
+    C = np.array([[0.7, 1.3, 0.9]] * 2)
+    lam = np.exp(P.log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], 1.0, 1.0))
+    alpha = [lam[1], 1.0]
+    wn = np.linalg.norm(net.w)
+    expect = []
+    for a in alpha:
+        expect += [wn * 1.3 * 0.9 * a, wn * 0.9 * a, wn * a]
+    assert np.allclose(kappa, expect + [1.0]) and np.isclose(rhs, np.sum(d * kappa)) and lhs <= rhs
+    # distances: layer 0 rows are the projected inputs; the readout acts on row 0 of the last state
+    rows = M.project_rows(X).reshape(-1, N)
+    assert np.isclose(d[0], np.max(np.linalg.norm(rows @ Es[0][0], axis=1)))
+    assert np.isclose(d[1], np.max(np.linalg.norm(rows @ Es[0][1], axis=1)))
+    Y = M.project_rows(M.attention(M.project_rows(X), hat.blocks[0].W_QK, hat.blocks[0].W_V, 0.5))
+    assert np.isclose(d[2], np.max(np.linalg.norm(np.tanh(Y).reshape(-1, N) @ Es[0][2], axis=1)))
+    Z = M.hidden_states(hat, X)[-1]
+    assert np.isclose(d[-1], np.max(np.abs(Z[:, 0, :] @ (hat.w - net.w))))
+    assert np.isclose(lhs, np.max(np.abs(M.forward(net, X) - M.forward(hat, X))))
+    one = P.composition_bound(net, hat, X[0])  # a single input (T, N) works like a batch of one
+    assert np.isclose(one[0], abs(M.forward(net, X[0]) - M.forward(hat, X[0])))
+    for other in (M.random_transformer(2, 4, rng), M.random_transformer(2, 3, rng, act="relu")):
+        with pytest.raises(ValueError, match=r"^net and net_hat must have the same depth, width and activation$"):
+            P.composition_bound(net, other, X)
