@@ -94,3 +94,19 @@ def test_rademacher_linear_mc_is_the_formula():
     for args, name in (((0, 2, 1), "n"), ((2, 0, 1), "d"), ((2, 2, 0), "draws")):
         with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got"):
             norms.rademacher_linear_mc(np.random.default_rng(0), *args)
+
+
+def test_chapter1_helpers_edges():
+    assert norms.dudley_bound_linear(1, 1, etas=[1.0]) == 4.0  # n = d = 1 allowed
+    assert norms.rademacher_linear_mc(np.random.default_rng(0), 1, 1, draws=1) == 1.0  # |ζ x| = 1
+    # default draws = 200: the same numbers as an explicit draws=200
+    assert norms.rademacher_linear_mc(np.random.default_rng(3), 20, 2) == \
+        norms.rademacher_linear_mc(np.random.default_rng(3), 20, 2, draws=200)
+    # n = 100, d = 3: the best cut-off is inside the default grid, so the grid (120 points) matters
+    grid = np.geomspace(1e-5, 1.0, 120)
+    vals = [norms.dudley_bound_linear(100, 3, etas=[e]) for e in grid]
+    assert 0 < int(np.argmin(vals)) < 119 and norms.dudley_bound_linear(100, 3) == min(vals)
+    # the ratios are scale-free (both sides homogeneous of the same degree), also below 1
+    r1 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]))
+    r2 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]) * 1e-3)
+    assert all(np.isclose(r1[k], r2[k]) and r2[k] > 0 for k in r1)
