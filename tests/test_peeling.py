@@ -403,3 +403,21 @@ def test_alpha_objective_uses_each_kind_of_radius():
     np.testing.assert_allclose(r.ratios, want)
     assert falsify_shell_inflation(rng, L=2, bound_log=0.5, trials=5, adversarial_starts=0).trials == 5
     assert falsify_shell_inflation(rng, trials=5, adversarial_starts=0).name.endswith("of 33 radii")  # L = 12
+
+
+def test_strings_are_rejected_with_value_error():
+    with pytest.raises(ValueError, match=r"^shell ratio must be a real number > 1"):
+        shell_top(2.0, "2")
+    with pytest.raises(ValueError, match=r"^delta must lie in \(0, 1\), got '0.5'$"):
+        uniformity_penalty(2, 4, 10, "0.5")
+
+
+def test_rounding_ratio_reads_p_and_p_prime_from_their_coordinates():
+    from bounds_lib.peeling import rounding_ratio
+    x = np.array([1.0, -1.0, 2.0, math.log(3.0), 1.0, -0.5])
+    p = 2.0 / (1.0 + math.exp(-1.0))
+    q = p + (2.0 - p) / (1.0 + math.exp(1.0))
+    s = np.exp([1.0, -0.5])
+    lS, lSq = math.log(np.sum(s**p)), math.log(np.sum(s**q))
+    diff = log_term(lSq, q, 2.0, 3) - log_term(lS, p, 2.0, 3)
+    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(q - p, p, s[0], lS, 2.0, 3), rel=1e-12)
