@@ -194,3 +194,49 @@ def test_composition_bound_against_its_formula():
     for other in (M.random_transformer(2, 4, rng), M.random_transformer(2, 3, rng, act="relu")):
         with pytest.raises(ValueError, match=r"^net and net_hat must have the same depth, width and activation$"):
             P.composition_bound(net, other, X)
+
+
+def test_more_edges_from_mutation():
+    with pytest.raises(ValueError, match=r"^log_Lambda contains NaN or \+inf; per-layer factors must be finite$"):
+        P.log_alpha([np.nan])
+    with pytest.raises(ValueError, match=r"^log_gamma or log_alpha is \+inf; compute them in log space from finite norms$"):
+        P.log_scale_K(0.0, np.inf, 1)
+    with pytest.raises(ValueError, match=r"^log_K contains NaN$"):
+        P.radius_allocation(1.0, np.nan)
+    with pytest.raises(ValueError, match=r"^softmax_const must be a positive finite number"):
+        P.log_gamma(1.0, 1.0, 1.0, softmax_const=-1.0)
+    with pytest.raises(ValueError, match=r"^L_phi must be a positive finite number"):
+        P.log_layer_lipschitz(1.0, 1.0, 1.0, np.inf)
+    with pytest.raises(ValueError, match=r"^C_Min and C_Mout must have shape \(1,\) to match \(L, H\) = \(1, 2\)$"):
+        P.log_layer_lipschitz_multihead([1.0], [1.0, 1.0], [[1.0, 1.0]], [[1.0, 1.0]])
+    # huge head terms: the log-sum-exp is shifted by its maximum, so it stays finite
+    big = P.log_layer_lipschitz_multihead([1.0], [1.0], [[1e300, 1e300]], [[1e300, 1e300]], L_phi=1.0)
+    assert np.isfinite(big[0]) and np.isclose(big[0], np.log(2) + np.log(1e300) + np.log(4e300))
+
+
+def test_softmax_jacobian_needs_every_subset():
+    # T = 5, p = (.02, .25, .02, .25, .46): only the subset {1, 3} (bit mask 10) reaches q = 1/2
+    p = np.array([0.02, 0.25, 0.02, 0.25, 0.46])
+    assert np.isclose(P.softmax_jacobian_linf_l1(np.log(p))[0], 1.0)
+    # T = 3, p = (.1, .4, .5): the best subset is {2} (q = 1/2); the first token alone gives 0.36
+    assert np.isclose(P.softmax_jacobian_linf_l1(np.log([0.1, 0.4, 0.5]))[0], 1.0)
+
+
+def test_composition_bound_gelu_and_checks():
+    rng = np.random.default_rng(5)
+    net = M.random_transformer(1, 3, rng, spectral_norm=0.8, act="gelu")
+    hat = M.SingleHeadTransformer(tuple(M.Block(b.W_QK + 0.01, b.W_V, b.W_M) for b in net.blocks), net.w, act="gelu")
+    _, _, _, kappa = P.composition_bound(net, hat, rng.standard_normal((2, 3, 3)))
+    lphi = M.ACTIVATION_LIPSCHITZ["gelu"]
+    assert np.isclose(kappa[0], np.linalg.norm(net.w) * 0.8 * lphi * 0.8)  # γ_QK carries L_φ
+    assert np.isclose(kappa[1], np.linalg.norm(net.w) * lphi * 0.8)
+    wide = M.random_transformer(1, 4, rng, act="gelu")
+    with pytest.raises(ValueError, match="same depth, width"):
+        P.composition_bound(net, wide, rng.standard_normal((2, 3, 3)))
+    # the readout piece is measured on row 0 (the [CLS] row), not on another row
+    w2 = M.SingleHeadTransformer(net.blocks, net.w + rng.standard_normal(3), act="gelu")
+    X = rng.standard_normal((1, 3, 3))
+    Z = M.hidden_states(net, X)[-1]
+    _, _, d, _ = P.composition_bound(net, w2, X)
+    assert np.isclose(d[-1], abs(Z[0, 0] @ (w2.w - net.w)))
+    assert not np.isclose(d[-1], abs(Z[0, 1] @ (w2.w - net.w)))
