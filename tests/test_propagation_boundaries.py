@@ -240,3 +240,10 @@ def test_composition_bound_gelu_and_checks():
     _, _, d, _ = P.composition_bound(net, w2, X)
     assert np.isclose(d[-1], abs(Z[0, 0] @ (w2.w - net.w)))
     assert not np.isclose(d[-1], abs(Z[0, 1] @ (w2.w - net.w)))
+
+
+def test_default_phi_bound_and_zero_Mout():
+    assert P.log_gamma(3.0, 2.0, 7.0, L_phi=1.5)["M"] == 0.0  # default B_φ = 1
+    assert P.log_gamma_multihead(2.0, 3.0, 1.0, 1.0, L_phi=1.0)["M_out"] == np.log(2.0)  # default B_φ = 1
+    g = P.log_gamma_multihead(1.0, 0.0, 1.0, 1.0, L_phi=1.0)  # C(M_out) = 0 leaves γ_Mout = B_φ C(M_in)
+    assert g["M_out"] == 0.0
