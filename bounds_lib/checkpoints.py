@@ -152,7 +152,7 @@ def read_safetensors_header(path) -> tuple[int, dict]:
     ``safe_open`` (which memory-maps the file and, with NumPy, cannot return bfloat16) and through
     loading the whole buffer; we read one tensor at a time with ``seek``. So the header is parsed here
     with messages a user can act on, and then the library itself opens the file as a backstop
-    (:func:`_library_check`): a file it rejects is rejected here too, even for a rule not listed above.
+    (``_library_check``): a file it rejects is rejected here too, even for a rule not listed above.
     """
     path = Path(path)
     size = path.stat().st_size
@@ -516,8 +516,8 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
     The local Hugging Face cache is always tried first. A download happens only when it is allowed
     (``allow_download=True``, or ``allow_download=None`` and ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``) *and*
     ``HF_HUB_OFFLINE`` is not set; otherwise a missing model is a :class:`CheckpointError`.
-    Every request waits at most :data:`REQUEST_TIMEOUT_S` for the server, and the whole download at
-    most ``download_timeout`` seconds (default :data:`DOWNLOAD_TIMEOUT_S`); then a
+    Every request waits at most ``REQUEST_TIMEOUT_S`` for the server, and the whole download at
+    most ``download_timeout`` seconds (default ``DOWNLOAD_TIMEOUT_S``); then a
     :class:`CheckpointError`. ``endpoint``: the Hub's address (default ``HF_ENDPOINT`` or huggingface.co).
     """
     from huggingface_hub import snapshot_download

@@ -79,10 +79,10 @@ def _through_links(path) -> Path:
 class OutputSet:
     """Files one run writes, all or nothing.
 
-    :meth:`add` writes each file's content to a temporary file in the destination's folder (figures
-    too, through :meth:`add_file`); :meth:`commit` moves existing destinations aside, renames every
+    ``add()`` writes each file's content to a temporary file in the destination's folder (figures
+    too, through ``add_file()``); ``commit()`` moves existing destinations aside, renames every
     temporary into place, and only then deletes the old files. If anything fails or is interrupted
-    before :meth:`commit` returns, :meth:`rollback` deletes what this run created (temporaries, new
+    before ``commit()`` returns, ``rollback()`` deletes what this run created (temporaries, new
     files, folders it made) and puts replaced files back. ``state`` is ``"nothing"`` (nothing of
     this run remains), ``"written"`` (all outputs in place) or ``"partial"`` (a rollback failed;
     ``problem`` says where).

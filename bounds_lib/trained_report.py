@@ -18,6 +18,8 @@ __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "in
            "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra", "corrected_report"]
 
 #: results-file key -> label in figures (LaTeX)
+#:
+#: :meta hide-value:
 PROXIES = {
     "B_ours_sum": r"$B_{\rm ours}$ (sum)",
     "B_ours_rss": r"$B_{\rm ours}$ (rss)",
