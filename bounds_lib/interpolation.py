@@ -50,6 +50,19 @@ def _pos(x, name):
     return a if a.ndim else float(a)
 
 
+def _schatten_value(x, name="S_p"):
+    """``S_p(W) = Σ σ^p`` as float64: non-negative and finite (a scalar or an array), else ``ValueError``."""
+    if isinstance(x, bool):
+        raise ValueError(f"{name} (a Schatten quantity Σσ^p) must be a non-negative number, got {x!r}")
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} (a Schatten quantity Σσ^p) must be a non-negative number, got {x!r}") from None
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"{name} (a Schatten quantity Σσ^p) must be non-negative and finite, got {x!r}")
+    return a
+
+
 def _dim(x, name):
     if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
@@ -80,7 +93,7 @@ def svd_split(W, tau):
 def rank_bound(S_p, tau, p):
     """``S_p / τ^p`` ≥ ``rank(W₁)`` (Markov's inequality on the spectrum; at p = 0 it is the rank)."""
     p = validate_p(p)
-    return np.asarray(S_p, dtype=np.float64) / _pos(tau, "tau") ** p
+    return _schatten_value(S_p) / _pos(tau, "tau") ** p
 
 
 def tail_bound_dimension(tau, shape):
@@ -92,7 +105,7 @@ def tail_bound_dimension(tau, shape):
 def tail_bound_schatten(tau, S_p, p):
     """``(τ^{2−p} S_p)^{1/2}`` ≥ ``‖W₂‖_F`` for ``p ∈ [0, 2]`` (σ² = σ^p σ^{2−p} ≤ σ^p τ^{2−p} on the tail)."""
     p = validate_p(p)
-    return np.sqrt(_pos(tau, "tau") ** (2.0 - p) * np.asarray(S_p, dtype=np.float64))
+    return np.sqrt(_pos(tau, "tau") ** (2.0 - p) * _schatten_value(S_p))
 
 
 def entropy_low_rank(tau, C_s, p, l, m):

@@ -18,6 +18,8 @@ import numbers
 
 import numpy as np
 
+from .arrays import as_real_array
+
 __all__ = [
     "RANK_RTOL",
     "as_matrix",
@@ -49,20 +51,11 @@ RANK_RTOL = 1e-10
 
 def as_matrix(W, name: str = "W") -> np.ndarray:
     """Return ``W`` as a finite, non-empty, real 2-D float64 array, or raise ``ValueError``."""
-    try:
-        A = np.asarray(W)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise ValueError(f"{name} cannot be converted to an array: {exc}") from None
-    if A.dtype == object:
-        raise ValueError(f"{name} must be a numeric 2-D array, got an object array")
-    if np.iscomplexobj(A):
-        raise ValueError(f"{name} must be real; complex matrices are not supported")
+    A = as_real_array(W, name)  # the validation shared with checkpoints (torch tensors, bf16, complex)
     if A.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got an array with shape {A.shape}")
     if A.size == 0:
         raise ValueError(f"{name} is empty (shape {A.shape}); a weight matrix needs at least one entry")
-    if not np.issubdtype(A.dtype, np.number) and A.dtype != np.bool_:
-        raise ValueError(f"{name} must be numeric, got dtype {A.dtype}")
     A = A.astype(np.float64, copy=False)
     if not np.all(np.isfinite(A)):
         bad = int(np.size(A) - np.count_nonzero(np.isfinite(A)))

@@ -97,3 +97,17 @@ def test_validation_edges():
     assert np.allclose(arr, [1.0, 0.5])
     with pytest.raises(ValueError, match=r"^log_K must be finite$"):
         I.dudley_term_p0(1, 2, 1.0, np.inf)
+
+
+@pytest.mark.parametrize("bad", [-1.0, -1e-300, float("nan"), float("inf"), True, [1.0, -2.0]])
+def test_schatten_quantities_must_be_nonnegative_and_finite(bad):
+    """Issue 12: negative or NaN S_p used to give a negative rank bound or a NaN tail bound."""
+    with pytest.raises(ValueError, match=r"^S_p \(a Schatten quantity"):
+        I.rank_bound(bad, 0.5, 1.0)
+    with pytest.raises(ValueError, match=r"^S_p \(a Schatten quantity"):
+        I.tail_bound_schatten(0.5, bad, 1.0)
+
+
+def test_schatten_quantity_zero_and_arrays_allowed():
+    assert I.rank_bound(0.0, 0.5, 1.0) == 0.0
+    np.testing.assert_allclose(I.tail_bound_schatten(0.25, [0.0, 4.0], 1.0), [0.0, 1.0])

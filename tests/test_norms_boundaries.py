@@ -48,9 +48,9 @@ def test_messages_name_the_argument():
         norms.norm_2_to_inf(np.ones(3))
     with pytest.raises(ValueError, match=r"^W cannot be converted to an array"):
         norms.as_matrix([[1.0, 2.0], [3.0]])
-    with pytest.raises(ValueError, match=r"^W must be a numeric 2-D array, got an object array"):
+    with pytest.raises(ValueError, match=r"^W must be a numeric array, got dtype object"):
         norms.as_matrix(np.array([[1, "a"]], dtype=object))
-    with pytest.raises(ValueError, match=r"^W must be numeric, got dtype"):
+    with pytest.raises(ValueError, match=r"^W must be a numeric array, got dtype <U1"):
         norms.as_matrix(np.array([["a", "b"]]))
     with pytest.raises(ValueError, match=r"^W contains 2 NaN or infinite entries"):
         norms.as_matrix([[np.nan, 1.0, np.inf]])
@@ -60,6 +60,8 @@ def test_messages_name_the_argument():
         norms.validate_sigma(np.ones((2, 2)))
     with pytest.raises(ValueError, match=r"^sigma contains NaN or infinite values"):
         norms.validate_sigma([np.inf])
+    with pytest.raises(ValueError, match=r"^W must be real; complex arrays"):
+        norms.as_matrix(np.eye(2) * 1j)
     assert norms.as_matrix([[True, False]]).dtype == np.float64
     ints = norms.as_matrix([[1, 2], [3, 4]])  # integer matrices are numeric
     assert ints.dtype == np.float64 and ints.tolist() == [[1.0, 2.0], [3.0, 4.0]]
@@ -110,3 +112,14 @@ def test_chapter1_helpers_edges():
     r1 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]))
     r2 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]) * 1e-3)
     assert all(np.isclose(r1[k], r2[k]) and r2[k] > 0 for k in r1)
+
+
+def test_as_matrix_takes_torch_tensors_as_checkpoints_do():
+    """One validation for the API and the checkpoint reader (bounds_lib.arrays): bf16 and
+    requires_grad tensors are accepted (widened exactly), complex tensors refused."""
+    torch = pytest.importorskip("torch")
+    W = torch.tensor([[1.5, -2.0], [0.25, 3.0]], dtype=torch.bfloat16, requires_grad=True)
+    A = norms.as_matrix(W)
+    assert A.dtype == np.float64 and A.tolist() == [[1.5, -2.0], [0.25, 3.0]]
+    with pytest.raises(ValueError, match=r"^W must be real"):
+        norms.as_matrix(torch.zeros(2, 2, dtype=torch.complex64))
