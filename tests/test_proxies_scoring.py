@@ -292,3 +292,11 @@ def test_summary_rows_and_dict():
     assert row["log10_T_star"] == pytest.approx(r["log_T_star"] / ln10, rel=REL)
     assert row["log10_T0"] == pytest.approx(0.5 * math.log(r["rank"] * N) / ln10, rel=REL)
     assert d["matrices"][4]["head"] == ""  # M_in of layer 0: no head
+
+
+def test_summary_grid_resolution_of_short_grids():
+    """``grid_m`` is ``1/grid[1]``; a report with a one-point grid (p = 0 only) has no resolution: 0."""
+    rep = score(_spectra())
+    assert replace(rep, grid=np.array([0.0, 1.0])).summary()["grid_m"] == 1
+    assert replace(rep, grid=np.array([0.0, 0.5, 1.0])).summary()["grid_m"] == 2
+    assert replace(rep, grid=np.array([0.0])).summary()["grid_m"] == 0

@@ -35,7 +35,7 @@ TESTS = {
     "falsification": ["tests/test_falsification.py"],
     "peeling": ["tests/test_peeling.py"],
     "orders": ["tests/test_orders.py"],
-    "proxies": ["tests/test_proxies.py"],
+    "proxies": ["tests/test_proxies_scoring.py", "tests/test_proxies.py"],
 }
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
 #: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
@@ -53,7 +53,13 @@ def bound_functions(module: str) -> list[str]:
     return [f"bounds_lib.{module}.x_{n}__mutmut_*" for n in names]
 
 
-def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False) -> dict:
+def function_globs(module: str, functions: list[str]) -> list[str]:
+    """mutmut name globs for ``functions`` of ``module``: ``name`` (top level) or ``Class.method``."""
+    return [f"bounds_lib.{module}." + (f"xǁ{f.replace('.', 'ǁ')}__mutmut_*" if "." in f else f"x_{f}__mutmut_*")
+            for f in functions]
+
+
+def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, functions=None) -> dict:
     if module not in TESTS:
         raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))}")
     work = ROOT / "mutants" / module
@@ -75,13 +81,16 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False) -
     )
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONHASHSEED="0")
-    selection = bound_functions(module) if bounds_only else []
+    selection = function_globs(module, functions) if functions else bound_functions(module) if bounds_only else []
+    keep = [g.split(".", 2)[2].replace("__mutmut_*", "__mutmut_") for g in function_globs(module, functions or [])]
     subprocess.run([mutmut, "run", "--max-children", str(jobs), *selection], cwd=work, env=env, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     out = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     statuses = {}
     for line in out.stdout.splitlines():
         m = STATUS.match(line)
+        if m and functions and not any(m.group(1).split(".", 2)[2].startswith(k) for k in keep):
+            continue
         if m and not (bounds_only and HARNESS.match(m.group(1).split(".x_")[-1])):
             statuses[m.group(1)] = m.group(2).strip()
     # detected: killed, or a timeout (the mutant made the tests hang); undetected: survived, or no test
@@ -90,7 +99,8 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False) -
     survived = [k for k, s in statuses.items() if s in ("survived", "no tests")]
     other = {k: s for k, s in statuses.items() if s not in ("killed", "timeout", "survived", "no tests")}
     score = killed / max(killed + len(survived), 1)
-    scope = " (bound functions only; harness left out)" if bounds_only else ""
+    scope = (f" (functions: {', '.join(functions)})" if functions else
+             " (bound functions only; harness left out)" if bounds_only else "")
     lines = [f"module {module}{scope}: {len(statuses)} mutants, {killed} killed (incl. timeouts), "
              f"{len(survived)} survived (incl. not run by any test), "
              f"{len(other)} other ({', '.join(sorted(set(other.values()))) or '-'}); score {score:.1%}", ""]
@@ -110,12 +120,14 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--bounds-only", action="store_true",
                     help="leave out the falsification-harness functions (falsify_*, adversarial_*, their ratio helpers)")
+    ap.add_argument("--functions", nargs="+", metavar="NAME",
+                    help="mutate only these functions (top-level NAME or Class.method), e.g. for a large module")
     args = ap.parse_args(argv)
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or shutil.which("mutmut")
     if mutmut is None:
         raise SystemExit("mutmut is not installed; install the dev extra: pip install -c constraints.txt -e '.[dev]'")
     for m in args.modules:
-        run_module(m, args.jobs, mutmut, args.bounds_only)
+        run_module(m, args.jobs, mutmut, args.bounds_only, args.functions)
 
 
 if __name__ == "__main__":
