@@ -91,7 +91,9 @@ def reference(sp, *, logit_scale=1.0, L_phi=1.13, softmax_const=2.0, gamma_L_phi
             lg = lC[(l, -1, "M_in")] if gamma_L_phi else 0.0
         lK = max(lg + log_al[l] + math.log(L), math.log(TINY))
         nz = [x for x in sg if x > 0]
-        rank = sum(x > 1e-10 * len(nz) * max(sg[0], 1.0) for x in nz)
+        # clean head spectra are scored without their exact zeros (the tolerance counts the kept values)
+        n_tol = max(1, len(nz)) if (sp.mode == "clean" and mm.head >= 0) else len(sg)
+        rank = sum(x > 1e-10 * n_tol * max(sg[0], 1.0) for x in nz)
         logT = []
         for p in grid:
             lS = math.log(rank) if p == 0 else _lse([p * math.log(x) for x in nz])
@@ -100,7 +102,8 @@ def reference(sp, *, logit_scale=1.0, L_phi=1.13, softmax_const=2.0, gamma_L_phi
         out["rows"].append({"key": key, "log_gamma": lg, "log_alpha": log_al[l], "log_K": lK, "log_T": logT,
                             "p_star": grid[i], "log_T_star": logT[i], "sigma1": sg[0], "rank": rank,
                             "norm_21": n21, "norm_11": n11, "nuclear": sum(sg),
-                            "stable_rank": sum((x / sg[0]) ** 2 for x in sg)})
+                            "stable_rank": sum((x / sg[0]) ** 2 for x in sg),
+                            "frobenius": sg[0] * math.sqrt(sum((x / sg[0]) ** 2 for x in sg))})
     ts = [r["log_T_star"] for r in out["rows"]]
     out["ours_sum"] = _lse([_lse(ts), 0.5 * math.log(L)])
     out["ours_rss"] = _lse([0.5 * _lse([2 * t for t in ts]), 0.5 * math.log(L)])
@@ -129,12 +132,12 @@ def _check(rep, ref, rel=REL):
     for sc, r in zip(rep.matrices, ref["rows"]):
         assert (sc.layer, sc.head, sc.kind) == r["key"]
         for f in ("log_gamma", "log_alpha", "log_K", "log_T_star", "sigma1", "norm_21", "norm_11", "nuclear",
-                  "stable_rank"):
+                  "stable_rank", "frobenius"):
             assert getattr(sc, f) == pytest.approx(r[f], rel=rel, abs=1e-300), (sc.kind, sc.layer, sc.head, f)
         assert type(sc.rank) is int and sc.rank == r["rank"]
         assert sc.p_star == r["p_star"], (sc.kind, sc.layer, sc.head)
         np.testing.assert_allclose(sc.log_T, r["log_T"], rtol=rel)
-        assert sc.log_T0 == pytest.approx(0.5 * math.log(r["rank"] * N), rel=rel)
+        assert sc.log_T0 == pytest.approx(r["log_T"][0], rel=rel)
     assert rep.log_B_ours_sum == pytest.approx(ref["ours_sum"], rel=rel)
     assert rep.log_B_ours_rss == pytest.approx(ref["ours_rss"], rel=rel)
     assert rep.log_B_edelman == pytest.approx(ref["edelman"], rel=rel)
@@ -149,6 +152,7 @@ OPTIONS = [
     {"L_phi": 1.7, "gamma_L_phi": True, "softmax_const": 0.5},
     {"logit_scale": 0.25},
     {"logit_scale": 3},
+    {"logit_scale": 2.0},
     {"logit_scale": "inv_sqrt_dh"},
 ]
 
@@ -300,3 +304,57 @@ def test_summary_grid_resolution_of_short_grids():
     assert replace(rep, grid=np.array([0.0, 1.0])).summary()["grid_m"] == 1
     assert replace(rep, grid=np.array([0.0, 0.5, 1.0])).summary()["grid_m"] == 2
     assert replace(rep, grid=np.array([0.0])).summary()["grid_m"] == 0
+
+
+def _with_sigma(sp, key, sigma):
+    """``sp`` with the singular values of the matrix ``(layer, head, kind)`` replaced."""
+    mats = tuple(replace(m, sigma=np.asarray(sigma, dtype=float)) if (m.layer, m.head, m.kind) == key else m
+                 for m in sp.matrices)
+    return replace(sp, matrices=mats)
+
+
+@pytest.mark.parametrize("opts", [{}, {"logit_scale": 0.25}])
+def test_order_of_the_matrices_does_not_matter(opts):
+    """``score`` places every matrix by its (layer, head, kind), not by its position in ``spectra``."""
+    sp = _spectra()
+    rev = replace(sp, matrices=sp.matrices[::-1])
+    a, b = score(sp, **opts), score(rev, **opts)
+    _check(a, reference(sp, **opts))
+    for key in ("log_B_ours_sum", "log_B_ours_rss", "log_B_edelman", "log_B_edelman_11"):
+        assert getattr(b, key) == pytest.approx(getattr(a, key), rel=1e-14)
+    by_key = {(m.layer, m.head, m.kind): m for m in a.matrices}
+    for m in b.matrices:
+        ref = by_key[(m.layer, m.head, m.kind)]
+        assert (m.log_gamma, m.log_K, m.p_star) == (ref.log_gamma, ref.log_K, ref.p_star)
+        np.testing.assert_array_equal(m.log_T, ref.log_T)
+
+
+def test_rank_tolerance_counts_all_values_in_paper_mode():
+    """A head value 3e-10·σ₁ lies below the released tolerance 1e-10·6·σ₁ of all six values, so in paper
+    mode S_0 = 1 (it would be 2 if the exact zeros were dropped, as clean mode does; clean spectra never
+    hold such a value: ``_clean_sigma`` zeroes everything below the tolerance of the full length)."""
+    sp = _with_sigma(_spectra("paper"), (0, 1, "V"), [1.0, 3e-10, 0, 0, 0, 0])
+    rep = score(sp)
+    _check(rep, reference(sp))
+    m = next(m for m in rep.matrices if (m.layer, m.head, m.kind) == (0, 1, "V"))
+    assert m.rank == 1 and m.log_T0 == pytest.approx(0.5 * math.log(N), rel=REL)
+
+
+def test_huge_leading_value_with_small_tail():
+    """σ₁ = 2^600 (σ₁² overflows float64) with σ₂ ≈ 1.4·σ₁·6e-10 (just above the rank tolerance, which a
+    rescaling by the wrong power of two would move) and O(1) values after it."""
+    big = 2.0 ** 600
+    sp = _with_sigma(_spectra(), (1, -1, "M_out"), [big, 1.4 * 6e-10 * big, 1.0, 0.5, 0.0, 0.0])
+    rep = score(sp)
+    _check(rep, reference(sp), rel=1e-11)
+    m = next(m for m in rep.matrices if (m.layer, m.kind) == (1, "M_out"))
+    assert m.rank == 2 and np.all(np.isfinite(m.log_T))
+    assert m.log_T0 == pytest.approx(0.5 * math.log(2 * N), rel=REL)
+
+
+def test_meta_and_source_are_carried_over_as_a_copy():
+    sp = replace(_spectra(), meta={"prefix_of": 5}, source="somewhere")
+    rep = score(sp)
+    assert rep.meta == {"prefix_of": 5} and rep.source == "somewhere"
+    rep.meta["x"] = 1
+    assert sp.meta == {"prefix_of": 5}
