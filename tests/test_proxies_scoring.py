@@ -341,15 +341,19 @@ def test_rank_tolerance_counts_all_values_in_paper_mode():
 
 
 def test_huge_leading_value_with_small_tail():
-    """σ₁ = 2^600 (σ₁² overflows float64) with σ₂ ≈ 1.4·σ₁·6e-10 (just above the rank tolerance, which a
-    rescaling by the wrong power of two would move) and O(1) values after it."""
+    """σ₁ = 2^600 (σ₁² overflows float64): in layer 1's M_out with σ₂ ≈ 1.4·σ₁·6e-10 (just above the rank
+    tolerance, which a rescaling by the wrong power of two would move), in layer 0's M_in with σ₂ = 1
+    (the rescaling must be decided, and its power taken, from σ₁ alone)."""
     big = 2.0 ** 600
     sp = _with_sigma(_spectra(), (1, -1, "M_out"), [big, 1.4 * 6e-10 * big, 1.0, 0.5, 0.0, 0.0])
+    sp = _with_sigma(sp, (0, -1, "M_in"), [big, 1.0, 0.5, 0.0, 0.0, 0.0])
     rep = score(sp)
     _check(rep, reference(sp), rel=1e-11)
     m = next(m for m in rep.matrices if (m.layer, m.kind) == (1, "M_out"))
     assert m.rank == 2 and np.all(np.isfinite(m.log_T))
     assert m.log_T0 == pytest.approx(0.5 * math.log(2 * N), rel=REL)
+    m = next(m for m in rep.matrices if (m.layer, m.kind) == (0, "M_in"))
+    assert m.rank == 1 and np.all(np.isfinite(m.log_T))
 
 
 def test_meta_and_source_are_carried_over_as_a_copy():
