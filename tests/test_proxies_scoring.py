@@ -341,9 +341,9 @@ def test_rank_tolerance_counts_all_values_in_paper_mode():
 
 
 def test_huge_leading_value_with_small_tail():
-    """σ₁ = 2^600 (σ₁² overflows float64): in layer 1's M_out with σ₂ ≈ 1.4·σ₁·6e-10 (just above the rank
-    tolerance, which a rescaling by the wrong power of two would move), in layer 0's M_in with σ₂ = 1
-    (the rescaling must be decided, and its power taken, from σ₁ alone)."""
+    """σ₁ = 2^600 (σ₁² overflows float64): in layer 1's M_out with σ₂ ≈ 1.4·σ₁·6e-10 (just above the
+    rank tolerance, which a rescaling by the wrong power of two would move), in layer 0's M_in with
+    σ₂ = 1 (the rescaling must be decided, and its power taken, from σ₁ alone)."""
     big = 2.0 ** 600
     sp = _with_sigma(_spectra(), (1, -1, "M_out"), [big, 1.4 * 6e-10 * big, 1.0, 0.5, 0.0, 0.0])
     sp = _with_sigma(sp, (0, -1, "M_in"), [big, 1.0, 0.5, 0.0, 0.0, 0.0])
