@@ -378,7 +378,7 @@ def figure_T_ratio(report: BoundReport):
     for ax in axes[1]:
         ax.set_xlabel("$p$")
     for ax in axes[:, 0]:
-        ax.set_ylabel(r"$T(W;p)/T(W;0)$")
+        ax.set_ylabel(r"$\mathcal{T}(W;p)/\mathcal{T}(W;0)$")
     return fig
 
 

@@ -222,7 +222,7 @@ def plot_p_profile(model):
             ax.plot(grid, np.exp(ch.log_T - ch.log_T[0]), "o-" if l == 0 else "s--", ms=3, color=f"C{i}",
                     label=f"$W^{{{a}}}$, layer {l}: $p^*$ = {ch.p_star:.2f}")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set(xlabel="p", ylabel="T(W; p) / T(W; 0)", yscale="log")
+    ax.set(xlabel="$p$", ylabel=r"$\mathcal{T}(W;p)/\mathcal{T}(W;0)$", yscale="log")
     ax.legend()
     return fig
 
