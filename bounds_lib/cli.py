@@ -254,7 +254,7 @@ def format_table(report) -> str:
              f"logit scale={report.logit_scale:.4g} | grid m={round(1 / report.grid[1])} ({report.grid.size} points)",
              ""]
     head = (f"{'layer':>5} {'max σ1 QK':>10} {'max σ1 Ṽ':>10} {'σ1 M_in':>9} {'σ1 M_out':>9} "
-            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 α':>8} {'mean p*':>8} {'Σ T*':>10}")
+            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 α':>8} {'mean p*':>8} {'Σ 𝒯*':>10}")
     lines += [head, "-" * len(head)]
     for l in range(report.L):
         ms = {k: report.select(k, l) for k in ("QK", "V", "M_in", "M_out")}
@@ -267,13 +267,13 @@ def format_table(report) -> str:
             f"{_fmt(float(np.logaddexp.reduce([m.log_T_star for m in allm]))):>10}")
     s = report.summary()
     lines += ["",
-              f"  B_ours (Σ T* + √L, released)        {_fmt(report.log_B_ours_sum)}",
-              f"  B_ours (√Σ T*² + √L)                {_fmt(report.log_B_ours_rss)}",
+              f"  B_ours (Σ 𝒯* + √L, released)        {_fmt(report.log_B_ours_sum)}",
+              f"  B_ours (√Σ 𝒯*² + √L)                {_fmt(report.log_B_ours_rss)}",
               f"  B_Edelman ((2,1) norms, released)   {_fmt(report.log_B_edelman)}",
               f"  B_Edelman with (1,1) norms [extension, not released]  "
               f"{_fmt(report.log_B_edelman_11) if math.isfinite(report.log_B_edelman_11) else 'not computed (opt in: --entrywise)'}",
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
-              "(T(W;0) = √(rank·N): a rank count)"]
+              "(𝒯(W;0) = √(rank·N) in the released proxy: a rank count)"]
     return "\n".join(lines)
 
 
