@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sharded_checkpoint import write_sharded
+
 
 def bert_large_shapes(L, N=1024, F=4096, vocab=30522, positions=512):
     shapes = {"embeddings.word_embeddings.weight": (vocab, N),
@@ -47,35 +49,10 @@ def bert_large_shapes(L, N=1024, F=4096, vocab=30522, positions=512):
 
 def write_checkpoint(folder: Path, L: int, shard_mb: float, seed=0):
     """Write shards one at a time (the generator itself never holds more than one shard)."""
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(seed)
-    shapes = bert_large_shapes(L)
     config = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 1024, "num_hidden_layers": L,
               "num_attention_heads": 16, "intermediate_size": 4096, "hidden_act": "gelu", "vocab_size": 30522,
               "max_position_embeddings": 512, "type_vocab_size": 2}
-    (folder / "config.json").write_text(json.dumps(config, indent=1))
-    groups, cur, size = [], [], 0
-    for name, shp in shapes.items():
-        nbytes = 4 * int(np.prod(shp))
-        if cur and size + nbytes > shard_mb * 2**20:
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(name)
-        size += nbytes
-    groups.append(cur)
-    weight_map, total = {}, 0
-    for i, names in enumerate(groups):
-        fname = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
-        tensors = {n: (0.02 * rng.standard_normal(shapes[n], dtype=np.float32)) for n in names}
-        save_file(tensors, folder / fname, metadata={"format": "pt"})
-        total += sum(t.nbytes for t in tensors.values())
-        del tensors
-        weight_map.update({n: fname for n in names})
-    (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
-    largest = max(4 * int(np.prod(s)) for s in shapes.values())
-    return len(groups), total, largest
+    return write_sharded(folder, config, bert_large_shapes(L), np.float32, shard_mb, seed)
 
 
 def main():

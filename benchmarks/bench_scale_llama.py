@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sharded_checkpoint import write_sharded
+
 SHAPES_1B = dict(L=22, N=2048, H=32, Hkv=4, F=5632, vocab=32000)
 TARGETS = {"LLaMA-2-7B": dict(L=32, N=4096, H=32, Hkv=32, F=11008, vocab=32000),
            "LLaMA-2-70B": dict(L=80, N=8192, H=64, Hkv=8, F=28672, vocab=32000)}
@@ -52,37 +54,14 @@ def llama_shapes(L, N, H, Hkv, F, vocab):
 
 
 def write_checkpoint(folder: Path, shard_mb: float, seed=0, **shape):
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(seed)
     shapes = llama_shapes(**shape)
     config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": shape["N"],
               "num_hidden_layers": shape["L"], "num_attention_heads": shape["H"],
               "num_key_value_heads": shape["Hkv"], "intermediate_size": shape["F"], "hidden_act": "silu",
               "vocab_size": shape["vocab"], "torch_dtype": "float16"}
-    (folder / "config.json").write_text(json.dumps(config, indent=1))
-    groups, cur, size = [], [], 0
-    for name, shp in shapes.items():
-        nbytes = 2 * int(np.prod(shp))
-        if cur and size + nbytes > shard_mb * 2**20:
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(name)
-        size += nbytes
-    groups.append(cur)
-    weight_map, total = {}, 0
-    for i, names in enumerate(groups):
-        fname = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
-        tensors = {n: (0.02 * rng.standard_normal(shapes[n], dtype=np.float32)).astype(np.float16) for n in names}
-        save_file(tensors, folder / fname, metadata={"format": "pt"})
-        total += sum(t.nbytes for t in tensors.values())
-        del tensors
-        weight_map.update({n: fname for n in names})
-    (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    n_shards, total, largest = write_sharded(folder, config, shapes, np.float16, shard_mb, seed)
     n_params = sum(int(np.prod(s)) for s in shapes.values())
-    largest = max(2 * int(np.prod(s)) for s in shapes.values())
-    return len(groups), total, largest, n_params
+    return n_shards, total, largest, n_params
 
 
 CHILD = r"""
