@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from tiny_checkpoints import write_tiny_bert
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -14,6 +16,21 @@ settings.load_profile("ci")
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    """Factory: ``tiny_bert_dir(**options) -> Path`` writes a tiny BERT checkpoint into a fresh folder.
+
+    Options are those of :func:`tiny_checkpoints.write_tiny_bert` (sizes ``hidden=32, layers=2, heads=4,
+    intermediate=64``, ``init_std``, ``seed``, torch ``dtype``, ``max_shard_size``, hand-made ``weights``
+    with ``shard_by_layer``, and ``config.json`` overrides as keywords). Each call writes a new folder,
+    so a test may damage its copy; session-scoped so module-scoped fixtures can call it too.
+    """
+    def make(**options):
+        return write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), **options)
+
+    return make
 
 
 def pytest_configure(config):
