@@ -67,7 +67,7 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, f
         shutil.rmtree(work)
     (work / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "bounds_lib", work / "bounds_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for t in ["tests/conftest.py", *TESTS[module]]:
+    for t in ["tests/conftest.py", "tests/tiny_checkpoints.py", *TESTS[module]]:
         if (ROOT / t).exists():
             shutil.copy(ROOT / t, work / t)
     tests = "\n    ".join(TESTS[module])
