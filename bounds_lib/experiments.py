@@ -57,9 +57,9 @@ import numpy as np
 
 from . import __version__
 from .model import Block, SingleHeadTransformer
-from .norms import norm_11, norm_21, singular_values
-from .peeling import aggregate_rss, aggregate_sum, posthoc_choice, posthoc_grid
-from .propagation import LPHI_GELU_RELEASED, log_alpha, log_gamma, log_layer_lipschitz, log_scale_K
+from .norms import singular_values
+from .scoring import PROXY_NAMES, single_head_proxies  # noqa: F401 (re-exported: moved to bounds_lib.scoring)
+from .scoring import SINGLE_HEAD_MATRIX_TYPES as MATRIX_TYPES
 
 __all__ = [
     "MATRIX_TYPES",
@@ -92,74 +92,9 @@ __all__ = [
     "main",
 ]
 
-MATRIX_TYPES = ("QK", "V", "M")
 #: The format tag every results file carries in ``metadata["schema"]``; :func:`check_results` refuses
 #: a file without it or with another one.
 RESULTS_SCHEMA = "bounds_lib.trained-results/1"
-#: The proxies stored per row (all as log10), in the order the chapter shows them.
-PROXY_NAMES = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11", "prod_spectral", "sum_frobenius",
-               "n_params")
-LN10 = math.log(10.0)
-
-
-def _released_L_phi(act: str, L_phi: float) -> float:
-    return LPHI_GELU_RELEASED if act == "gelu" else L_phi
-
-
-def single_head_proxies(model: SingleHeadTransformer) -> dict:
-    """All proxies of one single-head model (log10 values) and ``p*`` of every matrix.
-
-    Returns a dict with the keys of :data:`PROXY_NAMES` (``log10`` of each proxy), ``p_star``
-    (``{"QK": [...], "V": [...], "M": [...]}``, one entry per layer), ``log10_T_star`` (same
-    layout), ``log10_alpha`` (per layer) and ``readout_norm`` ``‖w‖₂`` (not part of any proxy: the
-    paper's bounds are stated for a fixed Lipschitz loss on the [CLS] output).
-    """
-    L, N = model.L, model.N
-    mats = {a: [getattr(b, f"W_{a}") for b in model.blocks] for a in MATRIX_TYPES}
-    sig = {a: [singular_values(W, f"W_{a}") for W in mats[a]] for a in MATRIX_TYPES}
-    C = {a: np.array([s[0] for s in sig[a]]) for a in MATRIX_TYPES}
-    log_Lam = log_layer_lipschitz(C["M"], C["V"], C["QK"], _released_L_phi(model.act, model.L_phi))
-    la = log_alpha(np.atleast_1d(log_Lam))
-    lg = log_gamma(C["M"], C["V"], C["QK"])
-    lK = log_scale_K({a: np.atleast_1d(lg[a]) for a in MATRIX_TYPES}, la, L)
-    grid = posthoc_grid(L, N)
-    p_star = {a: [] for a in MATRIX_TYPES}
-    lT = {a: [] for a in MATRIX_TYPES}
-    for a in MATRIX_TYPES:
-        for l in range(L):
-            ch = posthoc_choice(sig[a][l], float(np.atleast_1d(lK[a])[l]), N, grid)
-            p_star[a].append(ch.p_star)
-            lT[a].append(ch.log_T_star)
-    all_lT = np.concatenate([lT[a] for a in MATRIX_TYPES])
-
-    def edelman(norm):
-        # log of each ξ summand before the 2/3 power, then (1 + Σ α^{2/3} ξ)^{3/2} in log space
-        terms = []
-        for l in range(L):
-            qk = np.log(C["M"][l]) + np.log(C["V"][l]) + np.log(norm(mats["QK"][l]))
-            v = np.log(C["M"][l]) + np.log(norm(mats["V"][l]))
-            m = np.log(norm(mats["M"][l]))
-            terms += [(2.0 / 3.0) * (la[l] + x) for x in (qk, v, m)]
-        return 1.5 * float(np.logaddexp(0.0, np.logaddexp.reduce(terms)))
-
-    with np.errstate(divide="ignore"):
-        log_prod_spec = float(sum(np.sum(np.log(C[a])) for a in MATRIX_TYPES))
-    sum_frob = float(sum(np.sqrt(np.sum(s**2)) for a in MATRIX_TYPES for s in sig[a]))
-    out = {
-        "B_ours_sum": aggregate_sum(all_lT, L) / LN10,
-        "B_ours_rss": aggregate_rss(all_lT, L) / LN10,
-        "B_edelman": edelman(norm_21) / LN10,
-        "B_11": edelman(norm_11) / LN10,
-        "prod_spectral": log_prod_spec / LN10,
-        "sum_frobenius": math.log10(sum_frob),
-        "n_params": math.log10(3 * L * N * N + N),
-        "p_star": p_star,
-        "log10_T_star": {a: [x / LN10 for x in lT[a]] for a in MATRIX_TYPES},
-        "log10_alpha": [float(x) / LN10 for x in la],
-        "spectral_norms": {a: [float(x) for x in C[a]] for a in MATRIX_TYPES},
-        "readout_norm": float(np.linalg.norm(model.w)),
-    }
-    return out
 
 
 # ----------------------------------------------------------------------------- saving weights
