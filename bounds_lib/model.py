@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .norms import as_matrix
+from .validation import check_array, check_scalar
 
 __all__ = [
     "ACTIVATIONS",
@@ -61,7 +62,18 @@ ACTIVATION_LIPSCHITZ = {"gelu": _gelu_lipschitz(), "relu": 1.0, "tanh": 1.0, "id
 
 
 def activation(name: str):
-    """The element-wise activation called ``name`` (one of the keys of ``ACTIVATIONS``)."""
+    """The element-wise activation called ``name`` (one of the keys of ``ACTIVATIONS``).
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a string.
+    ValueError
+        ``name`` is not one of ``"gelu"``, ``"identity"``, ``"relu"``, ``"tanh"``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"activation must be a name (str), got {type(name).__name__} {name!r}; "
+                        f"supported: {', '.join(sorted(ACTIVATIONS))}")
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; supported: {', '.join(sorted(ACTIVATIONS))}")
     return ACTIVATIONS[name]
@@ -110,14 +122,11 @@ class SingleHeadTransformer:
         N = blocks[0].N
         if any(b.N != N for b in blocks):
             raise ValueError("all blocks must share the hidden size N")
-        w = np.asarray(self.w, dtype=np.float64)
+        w = check_array(self.w, "readout w")
         if w.shape != (N,):
             raise ValueError(f"readout w must have shape ({N},), got {w.shape}")
-        if not np.all(np.isfinite(w)):
-            raise ValueError("readout w contains NaN or infinite entries")
         activation(self.act)
-        if not np.isfinite(self.logit_scale) or self.logit_scale <= 0:
-            raise ValueError(f"logit_scale must be a positive finite number, got {self.logit_scale}")
+        check_scalar(self.logit_scale, "logit_scale", float, min_val=0, include_boundaries="neither")
         object.__setattr__(self, "blocks", blocks)
         object.__setattr__(self, "w", w)
 
@@ -148,14 +157,12 @@ def softmax_rows(S: np.ndarray) -> np.ndarray:
 
 
 def _as_batch(X, N: int):
-    X = np.asarray(X, dtype=np.float64)
+    X = check_array(X, "inputs")
     single = X.ndim == 2
     if single:
         X = X[None]
     if X.ndim != 3 or X.shape[-1] != N or X.shape[1] == 0 or X.shape[0] == 0:
         raise ValueError(f"inputs must have shape (n, T, {N}) or (T, {N}) with n, T >= 1, got {np.shape(X)}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("inputs contain NaN or infinite entries")
     return X, single
 
 
@@ -181,9 +188,32 @@ def hidden_states(model: SingleHeadTransformer, X) -> list[np.ndarray]:
 
 
 def forward(model: SingleHeadTransformer, X) -> np.ndarray:
-    """Scalar outputs ``⟨w, X^{(L)}_{0,:}⟩`` (shape ``(n,)``, or a float for one input).
+    """Scalar outputs ``⟨w, X^{(L)}_{0,:}⟩`` of the paper's network (Chapter 1).
 
     Inputs are first projected row-wise onto the unit ball, as the analysis assumes.
+
+    Parameters
+    ----------
+    model : SingleHeadTransformer
+        The weights.
+    X : array_like
+        A batch of token matrices, shape ``(n, T, N)``, or one input of shape ``(T, N)``.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        Shape ``(n,)`` for a batch, a Python float for one input.
+
+    Raises
+    ------
+    ValueError
+        ``X`` has another shape, or holds NaN or infinite entries.
+
+    Examples
+    --------
+    >>> net = random_transformer(1, 3, np.random.default_rng(0))
+    >>> forward(net, np.zeros((5, 2, 3))).shape
+    (5,)
     """
     Xb, single = _as_batch(X, model.N)
     H = project_rows(Xb)
@@ -195,13 +225,51 @@ def forward(model: SingleHeadTransformer, X) -> np.ndarray:
 
 def random_transformer(L: int, N: int, rng: np.random.Generator, *, spectral_norm: float = 1.0,
                        act: str = "gelu", logit_scale: float = 1.0) -> SingleHeadTransformer:
-    """Gaussian weights rescaled so every matrix has spectral norm ``spectral_norm``."""
-    if int(L) != L or L < 1:
-        raise ValueError(f"L must be a positive integer, got {L}")
-    if int(N) != N or N < 1:
-        raise ValueError(f"N must be a positive integer, got {N}")
-    if not np.isfinite(spectral_norm) or spectral_norm <= 0:
-        raise ValueError(f"spectral_norm must be positive and finite, got {spectral_norm}")
+    """Gaussian weights rescaled so every matrix has spectral norm ``spectral_norm``.
+
+    Parameters
+    ----------
+    L : int
+        Number of blocks (depth), ``>= 1``.
+    N : int
+        Hidden size, ``>= 1``.
+    rng : numpy.random.Generator
+        Source of the Gaussian entries (the model is a deterministic function of its state).
+    spectral_norm : float
+        ``‖W‖₂`` of every matrix, ``> 0``.
+    act : str
+        Activation name (a key of :data:`ACTIVATIONS`).
+    logit_scale : float
+        The attention logit scale ``s > 0``.
+
+    Returns
+    -------
+    SingleHeadTransformer
+        ``L`` blocks of ``N×N`` matrices with ``‖W_QK‖₂ = ‖W_V‖₂ = ‖W_M‖₂ = spectral_norm`` and a unit
+        readout ``w``.
+
+    Raises
+    ------
+    TypeError
+        ``L`` or ``N`` is not an integer, ``spectral_norm`` not a real number.
+    ValueError
+        ``L < 1``, ``N < 1``, ``spectral_norm`` not positive and finite, or an unknown activation.
+
+    Examples
+    --------
+    >>> net = random_transformer(2, 4, np.random.default_rng(0), spectral_norm=2.0)
+    >>> net.L, net.N, round(float(np.linalg.norm(net.blocks[0].W_V, 2)), 12)
+    (2, 4, 2.0)
+    >>> isinstance(forward(net, np.ones((3, 4))), float)  # one input of T = 3 tokens: one scalar output
+    True
+    >>> random_transformer(2.0, 4, np.random.default_rng(0))
+    Traceback (most recent call last):
+        ...
+    TypeError: L (number of blocks) must be an integer, got float 2.0
+    """
+    L = check_scalar(L, "L (number of blocks)", int, min_val=1)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
+    check_scalar(spectral_norm, "spectral_norm", float, min_val=0, include_boundaries="neither")
 
     def mat():
         A = rng.standard_normal((N, N))

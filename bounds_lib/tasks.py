@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .validation import check_bool, check_scalar
+
 __all__ = ["TASK_KINDS", "BooleanTask", "task_support", "halfspace_weights", "boolean_labels", "token_embedding",
            "encode", "sample_bits", "sample"]
 
@@ -35,7 +37,14 @@ TASK_KINDS = ("majority", "and", "parity", "halfspace")
 
 @dataclass(frozen=True)
 class BooleanTask:
-    """A sparse Boolean task: ``kind`` of ``s`` of ``T`` bits, encoded in width ``N``."""
+    """A sparse Boolean task: ``kind`` of ``s`` of ``T`` bits, encoded in width ``N`` (Chapter 7).
+
+    Raises :class:`TypeError` for a field of the wrong type and :class:`ValueError` for an unknown
+    ``kind``, ``s`` outside ``[1, T]``, an even ``s`` for ``majority``, ``N < 1`` or a negative seed.
+
+    >>> BooleanTask(kind="parity", T=8, s=2, seed=0).support
+    array([3, 7])
+    """
 
     kind: str = "majority"
     T: int = 8
@@ -45,14 +54,18 @@ class BooleanTask:
     random_labels: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.kind, str):
+            raise TypeError(f"task kind must be a str, got {type(self.kind).__name__} {self.kind!r}; "
+                            f"supported: {', '.join(TASK_KINDS)}")
         if self.kind not in TASK_KINDS:
             raise ValueError(f"unknown task kind {self.kind!r}; supported: {', '.join(TASK_KINDS)}")
-        if not (1 <= self.s <= self.T):
-            raise ValueError(f"need 1 <= s <= T, got s={self.s}, T={self.T}")
+        T = check_scalar(self.T, "T (number of bits)", int, min_val=1)
+        check_scalar(self.s, f"s (number of relevant bits; need 1 <= s <= T = {T})", int, min_val=1, max_val=T)
         if self.kind == "majority" and self.s % 2 == 0:
             raise ValueError(f"majority needs an odd number of relevant bits to avoid ties, got s={self.s}")
-        if self.N < 1:
-            raise ValueError(f"N must be positive, got {self.N}")
+        check_scalar(self.N, "N (hidden size)", int, min_val=1)
+        check_scalar(self.seed, "seed", int, min_val=0)
+        check_bool(self.random_labels, "random_labels")
 
     @property
     def support(self) -> np.ndarray:
@@ -106,8 +119,8 @@ def encode(bits: np.ndarray, emb: dict) -> np.ndarray:
 
 
 def _bits(task, n, seed):
-    if n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+    check_scalar(n, "n (number of examples)", int, min_val=1)
+    check_scalar(seed, "seed (the stream: 0 training, 1 test)", int, min_val=0)
     rng = np.random.default_rng([task.seed, 3, seed])
     return rng, rng.choice([-1.0, 1.0], size=(n, task.T))
 
@@ -120,8 +133,37 @@ def sample_bits(task: BooleanTask, n: int, seed: int) -> np.ndarray:
 def sample(task: BooleanTask, n: int, seed: int):
     """``n`` i.i.d. examples ``(X, y, bits)`` of ``task`` from the stream ``seed``.
 
-    ``X`` has shape ``(n, T+1, N)``, ``y ∈ {±1}^n``. For a random-label task ``y`` is drawn
-    independently of ``bits`` from the same seed stream.
+    Parameters
+    ----------
+    task : BooleanTask
+        The task (support, labels and the fixed token encoding).
+    n : int
+        Number of examples, ``>= 1``.
+    seed : int
+        The stream, ``>= 0`` (the trainer draws training inputs from 0 and test inputs from 1).
+
+    Returns
+    -------
+    X : numpy.ndarray
+        Token matrices, shape ``(n, T+1, N)`` (row 0 is [CLS]).
+    y : numpy.ndarray
+        Labels in ``{±1}``, shape ``(n,)``. For a random-label task ``y`` is drawn independently of
+        ``bits`` from the same seed stream.
+    bits : numpy.ndarray
+        The bit strings, shape ``(n, T)``.
+
+    Raises
+    ------
+    TypeError
+        ``n`` or ``seed`` is not an integer.
+    ValueError
+        ``n < 1`` or ``seed < 0``.
+
+    Examples
+    --------
+    >>> X, y, bits = sample(BooleanTask(kind="parity", T=8, s=2, N=4), 5, 0)
+    >>> X.shape, bool(np.all(y == bits[:, 3] * bits[:, 7]))  # the parity of the support's bits
+    ((5, 9, 4), True)
     """
     rng, bits = _bits(task, n, seed)
     if task.random_labels:

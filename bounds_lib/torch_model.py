@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .model import ACTIVATION_LIPSCHITZ, Block, SingleHeadTransformer
+from .validation import check_scalar
 
 __all__ = [
     "TORCH_ACTIVATIONS",
@@ -60,16 +61,15 @@ class TorchTransformer(nn.Module):
                  init_scale: float = 1.0, generator: torch.Generator | None = None,
                  dtype: torch.dtype = torch.float32, rank: int = 0):
         super().__init__()
-        if int(L) != L or L < 1:
-            raise ValueError(f"L must be a positive integer, got {L}")
-        if int(N) != N or N < 1:
-            raise ValueError(f"N must be a positive integer, got {N}")
+        L = check_scalar(L, "L (number of blocks)", int, min_val=1)
+        N = check_scalar(N, "N (hidden size)", int, min_val=1)
+        if not isinstance(act, str):
+            raise TypeError(f"act must be an activation name (str), got {type(act).__name__} {act!r}")
         if act not in TORCH_ACTIVATIONS:
             raise ValueError(f"unknown activation {act!r}; supported: {', '.join(sorted(TORCH_ACTIVATIONS))}")
-        if not math.isfinite(logit_scale) or logit_scale <= 0:
-            raise ValueError(f"logit_scale must be a positive finite number, got {logit_scale}")
-        if int(rank) != rank or not 0 <= rank <= N:
-            raise ValueError(f"rank must be an integer in [0, N] (0: full N×N matrices), got {rank}")
+        check_scalar(logit_scale, "logit_scale", float, min_val=0, include_boundaries="neither")
+        check_scalar(init_scale, "init_scale", float, min_val=0)
+        check_scalar(rank, f"rank (0: full N×N matrices; at most N = {N})", int, min_val=0, max_val=N)
         self.L, self.N, self.act, self.logit_scale = int(L), int(N), act, float(logit_scale)
         self.rank = int(rank)
         std = init_scale / math.sqrt(N)

@@ -30,8 +30,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from .tasks import BooleanTask, sample
+from .model import ACTIVATIONS
+from .tasks import TASK_KINDS, BooleanTask, sample
 from .torch_model import TorchTransformer, to_numpy
+from .validation import check_bool, check_scalar
 
 __all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "disjoint_test_sample",
            "nuclear_penalty", "train"]
@@ -41,7 +43,20 @@ TRAIN_STREAM, TEST_STREAM = 0, 1
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that determines one trained model."""
+    """Everything that determines one trained model (Chapters 7 and 8).
+
+    Every field is checked when the config is built: a wrong type raises :class:`TypeError` (an
+    integer field refuses ``3.0``, a flag refuses ``1``), a wrong value :class:`ValueError`.
+
+    Examples
+    --------
+    >>> TrainConfig(L=2, N=8, kind="parity", s=2).as_dict()["kind"]
+    'parity'
+    >>> TrainConfig(L=2.0)
+    Traceback (most recent call last):
+        ...
+    TypeError: L (number of blocks) must be an integer, got float 2.0
+    """
 
     L: int = 2
     N: int = 16
@@ -65,12 +80,28 @@ class TrainConfig:
     disjoint_test: bool = False  # test inputs exclude every training bit string; per-example results stored
 
     def __post_init__(self):
-        for name in ("weight_decay", "nuclear"):
+        for name, what in (("L", "L (number of blocks)"), ("N", "N (hidden size)"), ("n_train", "n_train"),
+                           ("T", "T (number of bits)"), ("s", "s (number of relevant bits)"),
+                           ("n_test", "n_test")):
+            check_scalar(getattr(self, name), what, int, min_val=1)
+        check_scalar(self.steps, "steps (Adam steps; the budget with stop_loss)", int, min_val=0)
+        check_scalar(self.seed, "seed", int, min_val=0)
+        check_scalar(self.lr, "lr (learning rate)", float, min_val=0, include_boundaries="neither")
+        check_scalar(self.logit_scale, "logit_scale", float, min_val=0, include_boundaries="neither")
+        check_scalar(self.init_scale, "init_scale", float, min_val=0)
+        if self.stop_loss is not None:
+            check_scalar(self.stop_loss, "stop_loss (None: a fixed number of steps)", float, min_val=0)
+        check_scalar(self.weight_decay, "weight_decay", float, min_val=0)
+        check_scalar(self.nuclear, "nuclear (λ of the nuclear-norm penalty)", float, min_val=0)
+        check_scalar(self.rank, f"rank (0: full matrices; at most N = {self.N})", int, min_val=0, max_val=self.N)
+        check_bool(self.random_labels, "random_labels")
+        check_bool(self.disjoint_test, "disjoint_test")
+        for name, allowed in (("kind", TASK_KINDS), ("act", tuple(ACTIVATIONS))):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-        if isinstance(self.rank, bool) or int(self.rank) != self.rank or not 0 <= self.rank <= self.N:
-            raise ValueError(f"rank must be an integer in [0, N={self.N}] (0: full matrices), got {self.rank!r}")
+            if not isinstance(v, str):
+                raise TypeError(f"{name} must be a str, got {type(v).__name__} {v!r}")
+            if v not in allowed:
+                raise ValueError(f"unknown {name} {v!r}; supported: {', '.join(allowed)}")
 
     #: fields left out of :meth:`as_dict` at their default, so rows written before they existed keep
     #: their format and their configuration keys (``--reuse`` matches on the exact dict)
@@ -173,7 +204,7 @@ def _optimizer(model: TorchTransformer, config: TrainConfig):
 
 
 def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResult:
-    """Train one model from scratch as ``config`` says; deterministic for a fixed config.
+    """Train one model from scratch as ``config`` says; deterministic for a fixed config (Chapter 7).
 
     Without ``config.stop_loss``: exactly ``config.steps`` Adam steps. With it: before each step the
     full-batch training loss of the current weights is computed (it is the loss the step
@@ -182,7 +213,38 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     updates. If ``steps`` updates do not get there, ``reached_target`` is False (the weights after
     ``steps`` updates are returned). ``loss_curve`` holds the loss before each update (and, when the
     target was reached, the final loss that stopped the run).
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The model, task, optimiser and spectrum-shaping choice (validated when it is built).
+    dtype : torch.dtype
+        Precision of training (the committed results use float32).
+
+    Returns
+    -------
+    TrainResult
+        The trained model (``.model`` gives the float64 NumPy twin), train/test loss and 0-1 error,
+        the gaps, the loss curve and the training time.
+
+    Raises
+    ------
+    TypeError
+        ``config`` is not a :class:`TrainConfig`.
+    ValueError
+        With ``disjoint_test``, too few unseen bit strings for ``n_test`` (see
+        :func:`disjoint_test_sample`).
+
+    Examples
+    --------
+    >>> res = train(TrainConfig(L=1, N=4, n_train=16, T=4, s=1, steps=5, n_test=32))
+    >>> len(res.loss_curve), res.steps_taken, res.reached_target
+    (5, 5, None)
+    >>> res.gap_error == res.test_error - res.train_error
+    True
     """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     t0 = time.perf_counter()
     task = config.task()
     Xtr, ytr, btr = sample(task, config.n_train, TRAIN_STREAM)

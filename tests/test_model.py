@@ -91,5 +91,22 @@ def test_bad_input(rng):
         M.forward(mdl, np.ones((3, 5)))
     with pytest.raises(ValueError, match="NaN"):
         M.forward(mdl, np.full((2, 4), np.nan))
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match=r"L \(number of blocks\) == 0, must be >= 1"):
         M.random_transformer(0, 4, rng)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda rng: M.random_transformer(2.0, 4, rng), TypeError, "must be an integer, got float 2.0"),
+    (lambda rng: M.random_transformer(True, 4, rng), TypeError, "must be an integer, got bool"),
+    (lambda rng: M.random_transformer(1, 0, rng), ValueError, r"N \(hidden size\) == 0"),
+    (lambda rng: M.random_transformer(1, 4, rng, spectral_norm=0.0), ValueError, "spectral_norm == 0.0, must be > 0"),
+    (lambda rng: M.random_transformer(1, 4, rng, spectral_norm="1"), TypeError, "spectral_norm must be a real"),
+    (lambda rng: M.random_transformer(1, 4, rng, logit_scale=float("inf")), ValueError, "logit_scale == inf"),
+    (lambda rng: M.random_transformer(1, 4, rng, logit_scale=True), TypeError, "logit_scale must be a real"),
+    (lambda rng: M.activation(3), TypeError, "activation must be a name"),
+    (lambda rng: M.SingleHeadTransformer(M.random_transformer(1, 2, rng).blocks, [1.0, np.inf]), ValueError,
+     "readout w contains inf"),
+])
+def test_wrong_type_is_a_type_error_wrong_value_a_value_error(rng, call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(rng)

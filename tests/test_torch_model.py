@@ -58,11 +58,22 @@ def test_init_is_seeded():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(L=0, N=4), "L must be"), (dict(L=1, N=0), "N must be"),
+    (dict(L=0, N=4), r"L \(number of blocks\) == 0"), (dict(L=1, N=0), r"N \(hidden size\) == 0"),
     (dict(L=1, N=4, act="swish"), "unknown activation"), (dict(L=1, N=4, logit_scale=0.0), "logit_scale"),
+    (dict(L=1, N=4, rank=5), r"rank .* == 5, must be <= 4"), (dict(L=1, N=4, init_scale=-1.0), "init_scale"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
+        TorchTransformer(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(L=2.0, N=4), "L .* must be an integer, got float 2.0"), (dict(L=1, N=True), "N .* got bool True"),
+    (dict(L=1, N=4, rank=1.0), "rank .* must be an integer"), (dict(L=1, N=4, act=None), "act must be"),
+    (dict(L=1, N=4, logit_scale="1"), "logit_scale must be a real number"),
+])
+def test_wrong_types_are_type_errors(kwargs, match):
+    with pytest.raises(TypeError, match=match):
         TorchTransformer(**kwargs)
 
 

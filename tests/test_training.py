@@ -61,6 +61,25 @@ def test_bad_tasks(kwargs, match):
         BooleanTask(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(T=8.0), TypeError, r"T \(number of bits\) must be an integer, got float 8.0"),
+    (dict(s=True), TypeError, "got bool True"), (dict(kind=None), TypeError, "task kind must be a str"),
+    (dict(random_labels=1), TypeError, "random_labels must be True or False"),
+    (dict(N=0), ValueError, r"N \(hidden size\) == 0"), (dict(seed=-1), ValueError, "seed == -1"),
+])
+def test_bad_task_types_and_values(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        BooleanTask(**kwargs)
+
+
+def test_sample_sizes_are_checked():
+    task = BooleanTask()
+    with pytest.raises(ValueError, match=r"n \(number of examples\) == 0"):
+        sample(task, 0, 0)
+    with pytest.raises(TypeError, match="must be an integer, got float 10.0"):
+        sample(task, 10.0, 0)
+
+
 def test_logistic_loss_and_error():
     f = torch.tensor([0.0, 2.0, -1.0])
     y = torch.tensor([1.0, 1.0, 1.0])
@@ -144,9 +163,16 @@ def test_chapter8_choices_round_trip_and_reject_bad_values():
     d = cfg.as_dict()
     assert d["weight_decay"] == 0.1 and d["rank"] == 2 and d["disjoint_test"] is True
     assert TrainConfig(**d) == cfg
-    for bad in (dict(weight_decay=-1.0), dict(nuclear=float("nan")), dict(rank=TINY.N + 1), dict(rank=1.5)):
+    for bad in (dict(weight_decay=-1.0), dict(nuclear=float("nan")), dict(rank=TINY.N + 1), dict(lr=0.0),
+                dict(steps=-1), dict(stop_loss=-0.1), dict(kind="xor"), dict(act="swish"), dict(n_test=0)):
         with pytest.raises(ValueError):
             dataclasses.replace(TINY, **bad)
+    for bad in (dict(rank=1.5), dict(rank=1.0), dict(L=2.0), dict(steps=True), dict(lr="1e-2"),
+                dict(weight_decay=None), dict(random_labels=0), dict(disjoint_test="yes"), dict(kind=3)):
+        with pytest.raises(TypeError):
+            dataclasses.replace(TINY, **bad)
+    # a real parameter takes an integer; the dict keeps the value as given (--reuse matches on it)
+    assert dataclasses.replace(TINY, weight_decay=1).as_dict()["weight_decay"] == 1
 
 
 def test_low_rank_model_has_rank_at_most_r():
