@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from book_html import browser, open_page  # noqa: F401  (fixtures of the browser tests, shared from here)
 from tiny_checkpoints import write_tiny_bert
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,7 +32,3 @@ def tiny_bert_dir(tmp_path_factory):
         return write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), **options)
 
     return make
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: optimiser runs (left out of `make mutation` bound-only runs)")

@@ -11,6 +11,7 @@ the whole file runs in seconds; subprocesses only where process behaviour is the
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -24,33 +25,35 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors import SafetensorError
 from safetensors.numpy import save_file
+from tiny_checkpoints import BERT_LAYER_ROLES, bert_encoder_weights, write_tiny_bert
 
 from bounds_lib.checkpoints import CheckpointError, open_checkpoint, read_safetensors_header
 from bounds_lib.cli import main
 from bounds_lib.proxies import MatrixSpectrum, SpectraCache, compute_spectra, score
 
 N, H, F, L = 8, 2, 12, 2
-ROLES = (("attention.self.query.weight", (N, N)), ("attention.self.key.weight", (N, N)),
-         ("attention.self.value.weight", (N, N)), ("attention.output.dense.weight", (N, N)),
-         ("intermediate.dense.weight", (F, N)), ("output.dense.weight", (N, F)))
+SIZES = {"hidden": N, "heads": H, "intermediate": F, "layers": L}
 CONFIG = {"model_type": "bert", "num_hidden_layers": L, "hidden_size": N, "num_attention_heads": H,
-          "intermediate_size": F, "hidden_act": "gelu"}
+          "intermediate_size": F, "hidden_act": "gelu"}  # what write_tiny_bert writes for hand-made weights
 Q0 = "encoder.layer.0.attention.self.query.weight"
 K0 = "encoder.layer.0.attention.self.key.weight"
 
 
-def tensors(layers=L, seed=0, scale=0.3, dtype=np.float32):
-    rng = np.random.default_rng(seed)
-    return {f"encoder.layer.{l}.{name}": (rng.standard_normal(shp) * scale).astype(dtype)
-            for l in range(layers) for name, shp in ROLES}
+def tensors(seed=0):
+    """The encoder weights of the tiny checkpoint (Gaussian, std 0.3, float32), to edit before writing."""
+    return bert_encoder_weights(hidden=N, intermediate=F, layers=L, seed=seed)
 
 
-def write_model(d: Path, t=None, config=None) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    save_file(tensors() if t is None else t, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps(CONFIG if config is None else config))
-    return d
+def float64_tensors(scale=1.0):
+    """:func:`tensors` widened to float64, then times ``scale`` (which may leave the float32 range)."""
+    return {k: v.astype(np.float64) * scale for k, v in tensors().items()}
+
+
+def write_model(d: Path, t=None, **config) -> Path:
+    """The tiny checkpoint with weights ``t`` (default :func:`tensors`) in ``d``; ``config`` changes config.json."""
+    return write_tiny_bert(d, weights=tensors() if t is None else t, **SIZES, **config)
 
 
 def layout(t: dict):
@@ -90,18 +93,14 @@ def entry(entries, name):
 
 def sharded_model(d: Path, weight_map=None, extra=None) -> Path:
     """Two shards (layer 0, layer 1) plus an index; ``weight_map``/``extra`` override the index."""
-    t = tensors()
-    d.mkdir(parents=True, exist_ok=True)
-    s0 = {k: v for k, v in t.items() if ".0." in k}
-    s1 = {k: v for k, v in t.items() if ".1." in k}
-    save_file(s0, str(d / "model-00001-of-00002.safetensors"))
-    save_file(s1, str(d / "model-00002-of-00002.safetensors"))
-    wm = {k: "model-00001-of-00002.safetensors" for k in s0} | {k: "model-00002-of-00002.safetensors" for k in s1}
-    doc = {"metadata": {}, "weight_map": wm if weight_map is None else weight_map(wm)}
+    write_tiny_bert(d, weights=tensors(), shard_by_layer=True, **SIZES)
+    index = d / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    if weight_map is not None:
+        doc["weight_map"] = weight_map(doc["weight_map"])
     if extra is not None:
         doc = extra(doc)
-    (d / "model.safetensors.index.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    (d / "config.json").write_text(json.dumps(CONFIG))
+    index.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return d
 
 
@@ -204,10 +203,6 @@ def _config(d, cfg_text):
     return d
 
 
-def _cfg_with(**kw):
-    return {**CONFIG, **kw}
-
-
 def _truncated(d):
     write_model(d)
     f = d / "model.safetensors"
@@ -262,7 +257,8 @@ def _shard_wrong_file(d):
 
 
 def _shard_unknown_tensor(d):
-    return sharded_model(d, weight_map=lambda wm: {**wm, "encoder.layer.9.ghost.weight": "model-00001-of-00002.safetensors"})
+    ghost = {"encoder.layer.9.ghost.weight": "model-00001-of-00002.safetensors"}
+    return sharded_model(d, weight_map=lambda wm: {**wm, **ghost})
 
 
 def _bin_shards_with_one_tensor_twice(d):
@@ -286,21 +282,37 @@ def _outside(d, target):
     return d
 
 
+# safetensors headers edited by hand: case -> (edit(entries, data) -> (header text, data), error fragment)
+CRAFTED = {
+    "overlapping data_offsets": (_overlap, "overlap"),
+    "duplicate tensor name": (_duplicate, "twice (duplicate key)"),
+    "gap in the data section": (_gap, "belong to no tensor"),
+    "trailing bytes": (_trailing, "belong to no tensor"),
+    "unknown dtype": (_bad_dtype, "unknown dtype 'F128'"),
+    "negative shape": (_bad_shape, "invalid shape"),
+    "float shape": (_float_shape, "invalid shape"),
+    "offsets vs shape": (_offsets_mismatch, "inconsistent data offsets"),
+    "boolean offsets": (_bool_offsets, "invalid data_offsets"),
+    "entry without dtype": (_missing_field, "lacks dtype/shape/data_offsets"),
+    "header is a list": (_header_list, "not a JSON object"),
+    "200k-deep header": (_deep_header, "nested too deeply"),
+    "header not UTF-8": (_not_utf8, "not UTF-8"),
+}
+# config.json entries changed from a valid checkpoint's: case -> (entries, error fragment)
+CONFIG_EDITS = {
+    "unsupported model_type (regression)": ({"model_type": "t5"}, "unsupported architecture 't5'"),
+    "heads not dividing (regression)": ({"num_attention_heads": 3}, "3 attention heads do not divide"),
+    "zero layers": ({"num_hidden_layers": 0}, "must be a positive integer"),
+    "layers as a string": ({"num_hidden_layers": "2"}, "must be a positive integer"),
+    "fewer layers in config than weights": ({"num_hidden_layers": 1},
+                                            "config.json says 1 layers but the weights hold at least 2"),
+    "more layers in config than weights (regression)": ({"num_hidden_layers": 3}, "layer 2 has no"),
+    "hidden size vs tensor shapes": ({"hidden_size": 4, "num_attention_heads": 2}, "expected"),
+}
+
 CASES = {
     # ---- safetensors files
-    "overlapping data_offsets": (lambda d: crafted_model(d, _overlap), (), "overlap"),
-    "duplicate tensor name": (lambda d: crafted_model(d, _duplicate), (), "twice (duplicate key)"),
-    "gap in the data section": (lambda d: crafted_model(d, _gap), (), "belong to no tensor"),
-    "trailing bytes": (lambda d: crafted_model(d, _trailing), (), "belong to no tensor"),
-    "unknown dtype": (lambda d: crafted_model(d, _bad_dtype), (), "unknown dtype 'F128'"),
-    "negative shape": (lambda d: crafted_model(d, _bad_shape), (), "invalid shape"),
-    "float shape": (lambda d: crafted_model(d, _float_shape), (), "invalid shape"),
-    "offsets vs shape": (lambda d: crafted_model(d, _offsets_mismatch), (), "inconsistent data offsets"),
-    "boolean offsets": (lambda d: crafted_model(d, _bool_offsets), (), "invalid data_offsets"),
-    "entry without dtype": (lambda d: crafted_model(d, _missing_field), (), "lacks dtype/shape/data_offsets"),
-    "header is a list": (lambda d: crafted_model(d, _header_list), (), "not a JSON object"),
-    "200k-deep header": (lambda d: crafted_model(d, _deep_header), (), "nested too deeply"),
-    "header not UTF-8": (lambda d: crafted_model(d, _not_utf8), (), "not UTF-8"),
+    **{case: (functools.partial(crafted_model, edit=edit), (), fragment) for case, (edit, fragment) in CRAFTED.items()},
     "integer weights": (lambda d: write_model(d, {k: (v * 10).astype(np.int32) for k, v in tensors().items()}),
                         (), "non-float dtype I32"),
     "truncated file (regression)": (_truncated, (), "truncated"),
@@ -308,6 +320,8 @@ CASES = {
     "header length beyond the file (regression)": (_header_too_long, (), "does not fit"),
     "NaN and inf weights (regression)": (_nan, (), "NaN or infinite"),
     # ---- configs
+    **{case: (functools.partial(write_model, **edits), (), fragment)
+       for case, (edits, fragment) in CONFIG_EDITS.items()},
     "config not JSON (regression)": (lambda d: _config(d, "{not json"), (), "config.json is not valid JSON"),
     "200k-deep config": (lambda d: _config(d, deep_json()), (), "nested too deeply"),
     "config duplicate key": (lambda d: _config(d, '{"model_type": "bert", "hidden_size": 8, "hidden_size": 16}'),
@@ -315,18 +329,6 @@ CASES = {
     "config is a list": (lambda d: _config(d, "[1, 2]"), (), "must hold a JSON object"),
     "config without model_type": (lambda d: _config(d, {k: v for k, v in CONFIG.items() if k != "model_type"}),
                                   (), "no 'model_type'"),
-    "unsupported model_type (regression)": (lambda d: _config(d, _cfg_with(model_type="t5")), (),
-                                            "unsupported architecture 't5'"),
-    "heads not dividing (regression)": (lambda d: _config(d, _cfg_with(num_attention_heads=3)), (),
-                                        "3 attention heads do not divide"),
-    "zero layers": (lambda d: _config(d, _cfg_with(num_hidden_layers=0)), (), "must be a positive integer"),
-    "layers as a string": (lambda d: _config(d, _cfg_with(num_hidden_layers="2")), (), "must be a positive integer"),
-    "fewer layers in config than weights": (lambda d: _config(d, _cfg_with(num_hidden_layers=1)), (),
-                                            "config.json says 1 layers but the weights hold at least 2"),
-    "more layers in config than weights (regression)": (lambda d: _config(d, _cfg_with(num_hidden_layers=3)), (),
-                                                        "layer 2 has no"),
-    "hidden size vs tensor shapes": (lambda d: _config(d, _cfg_with(hidden_size=4, num_attention_heads=2)), (),
-                                     "expected"),
     # ---- sharded checkpoints
     "tensor in two shards": (_shard_dup, (), "is stored in two files"),
     "two unindexed files with one tensor": (_two_unindexed_files, (), "is stored in two files"),
@@ -356,10 +358,9 @@ CASES = {
                                                 "nor a Hub model in the local cache"),
     # ---- numerics
     "float64 weights beyond float32 with --dtype float32": (
-        lambda d: write_model(d, {k: v.astype(np.float64) * 1e39 for k, v in tensors().items()}),
+        lambda d: write_model(d, float64_tensors(1e39)),
         ("--dtype", "float32"), "beyond the float32 range"),
-    "products beyond float64": (lambda d: write_model(d, {k: v.astype(np.float64) * 1e300 for k, v in tensors().items()}),
-                                (), "exceed the float64 range"),
+    "products beyond float64": (lambda d: write_model(d, float64_tensors(1e300)), (), "exceed the float64 range"),
     # ---- options checked before any work
     "--layers 0 (regression)": (write_model, ("--layers", "0"), "--layers must be >= 1"),
     "--layers beyond the model": (write_model, ("--layers", "5"), "layers must be an integer in 1..2"),
@@ -386,7 +387,7 @@ def test_library_rejects_the_crafted_headers_too(tmp_path):
 
     for i, edit in enumerate((_overlap, _duplicate, _gap, _trailing)):
         d = crafted_model(tmp_path / f"m{i}", edit)
-        with pytest.raises(Exception):
+        with pytest.raises(SafetensorError):
             with safe_open(str(d / "model.safetensors"), framework="numpy"):
                 pass
         with pytest.raises(CheckpointError):
@@ -395,7 +396,7 @@ def test_library_rejects_the_crafted_headers_too(tmp_path):
 
 def test_more_layers_on_purpose_with_layers(tmp_path, capsys):
     """The extra-layer check lets a deliberate prefix through (``--layers``)."""
-    d = _config(tmp_path / "m", _cfg_with(num_hidden_layers=1))
+    d = write_model(tmp_path / "m", num_hidden_layers=1)
     rc = main(["analyze", str(d), "--layers", "1", "--no-progress", "--quiet"])
     assert rc == 0
 
@@ -416,7 +417,7 @@ def test_cached_hub_snapshot_with_symlinked_shards_is_accepted(tmp_path):
     for f in snap.glob("*.safetensors"):
         f.rename(blobs / f.name)
         f.symlink_to(Path("..") / "blobs" / f.name)
-    assert len(open_checkpoint(snap).names()) == 2 * len(ROLES)
+    assert len(open_checkpoint(snap).names()) == 2 * len(BERT_LAYER_ROLES)
 
 
 # ------------------------------------------------------------------------------ numerics
@@ -477,8 +478,8 @@ def test_spectra_near_1e200_are_finite_and_scale_exactly(tmp_path):
     """Weights near 1e100 (head products near 1e200, S_2 near 1e400): every number finite, and each
     proxy moves exactly as the homogeneity of its formula says (σ, norms × c or c²; log T* by p*)."""
     c = 2.0 ** 330  # ≈ 1e99, a power of two: the scaled weights are exact
-    base = write_model(tmp_path / "ref", {k: v.astype(np.float64) for k, v in tensors().items()})
-    d = write_model(tmp_path / "m", {k: v.astype(np.float64) * c for k, v in tensors().items()})
+    base = write_model(tmp_path / "ref", float64_tensors())
+    d = write_model(tmp_path / "m", float64_tensors(c))
     r, r0 = score(compute_spectra(d)), score(compute_spectra(base))
     for m, m0 in zip(r.matrices, r0.matrices):
         k = c * c if m.head >= 0 else c
@@ -559,7 +560,7 @@ def test_api_accepts_bf16_and_requires_grad_torch_tensors():
 
 
 def test_shared_validator_is_the_one_norms_can_use():
-    from bounds_lib.arrays import as_real_array
+    from bounds_lib.validation import as_real_array
 
     torch = pytest.importorskip("torch")
     t = torch.ones(3, 3, dtype=torch.bfloat16, requires_grad=True)

@@ -23,51 +23,16 @@ It skips, with a printed reason, only when no book has been built or Chromium ca
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-HTML = Path(os.environ.get("BOUNDS_BOOK_HTML", ROOT / "_build" / "html")).resolve()
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-# Folders of the build that hold assets, not pages.
-NOT_PAGES = {"_static", "_sources", "_images", "_downloads", "_panels_static"}
+from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_book, needs_browser
+
 # Words the search must find (the book's subject; present in several chapters).
 SEARCH_WORDS = ["Schatten", "transformer"]
-
-
-def _pages() -> list[Path]:
-    if not (HTML / "index.html").is_file():
-        return []
-    return sorted(
-        p for p in HTML.rglob("*.html") if not (set(p.relative_to(HTML).parts[:-1]) & NOT_PAGES)
-    )
-
-
-PAGES = _pages()
-
-
-def _skip_reason() -> str | None:
-    if not PAGES:
-        return f"no built book at {HTML} (run `make test` or `make book` first)"
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,7 +91,7 @@ def _broken_links(page: Path) -> list[str]:
     return problems
 
 
-@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@needs_book
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(HTML)))
 def test_internal_links_resolve(page):
     problems = _broken_links(page)
@@ -134,89 +99,8 @@ def test_internal_links_resolve(page):
 
 
 # --------------------------------------------------------------------------------------------
-# Browser checks
+# Browser checks (fixtures `browser`, `open_page`: tests/book_html.py through conftest.py)
 # --------------------------------------------------------------------------------------------
-def _ensure_chromium() -> str | None:
-    """Return None when /usr/bin/chromium is usable, else the reason it is not."""
-    if CHROMIUM.exists():
-        return None
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("test_browser: /usr/bin/chromium missing; installing Debian's chromium", file=sys.stderr)
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        try:
-            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
-            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, timeout=900)
-        except (subprocess.SubprocessError, OSError) as exc:
-            return f"/usr/bin/chromium missing and `apt-get install chromium` failed: {exc}"
-        return None if CHROMIUM.exists() else "apt-get ran but /usr/bin/chromium is still missing"
-    return "/usr/bin/chromium missing and cannot be installed here (not root or no apt-get)"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    reason = _skip_reason() or _ensure_chromium()
-    if reason:
-        print(f"\nSKIP browser test: {reason}")
-        pytest.skip(reason)
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as pw:
-        # Playwright gives every launch a fresh temporary profile (a new --user-data-dir).
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-class _Watcher:
-    """Collect console errors, page errors, blocked network requests and failed local loads."""
-
-    def __init__(self, context, page):
-        self.errors: list[str] = []
-        self.external: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        page.on(
-            "requestfailed",
-            lambda r: r.url.startswith("file:") and self.errors.append(f"failed to load {r.url}: {r.failure}"),
-        )
-
-        def route(r):
-            url = r.request.url
-            if url.startswith(("file:", "data:", "blob:", "about:")):
-                r.continue_()
-            else:
-                self.external.append(url)
-                r.abort()
-
-        context.route("**/*", route)
-
-
-@pytest.fixture
-def open_page(browser):
-    contexts = []
-
-    def _open(url: str, width: int = 1280, height: int = 900):
-        context = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(context)
-        page = context.new_page()
-        watcher = _Watcher(context, page)
-        page.goto(url, wait_until="load", timeout=30_000)
-        return page, watcher
-
-    yield _open
-    for c in contexts:
-        c.close()
-
-
-_WAIT_MATHJAX = """async () => {
-  const mj = window.MathJax;
-  if (!mj) return {loaded: false};
-  if (mj.startup && mj.startup.promise) { await mj.startup.promise; }
-  if (mj.typesetPromise) { await mj.typesetPromise(); }
-  return {loaded: true};
-}"""
-
 _MATH_REPORT = r"""() => {
   const scripts = [...document.querySelectorAll('script[src]')].map(s => s.getAttribute('src'));
   const mathjaxScripts = scripts.filter(s => /mathjax/i.test(s));
@@ -247,21 +131,20 @@ _IMAGES = """async () => {
 }"""
 
 
-_REFRESH = re.compile(r'<meta[^>]+http-equiv="refresh"[^>]+content="\d+;\s*url=([^"]+)"', re.I)
 
 
-@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@needs_browser
 @pytest.mark.parametrize("page_path", PAGES, ids=lambda p: str(p.relative_to(HTML)))
 def test_page_renders(open_page, page_path):
     name = page_path.relative_to(HTML)
-    redirect = _REFRESH.search(page_path.read_text(encoding="utf-8", errors="replace"))
+    redirect = REFRESH.search(page_path.read_text(encoding="utf-8", errors="replace"))
     if redirect:  # e.g. index.html -> book/intro.html: the target is checked as its own page
         target = (page_path.parent / unquote(redirect.group(1).split("#")[0])).resolve()
         assert target.is_file(), f"{name} redirects to a missing page {target}"
         return
     page, watch = open_page(page_path.as_uri())
 
-    mj = page.evaluate(_WAIT_MATHJAX)
+    mj = page.evaluate(WAIT_MATHJAX)
     report = page.evaluate(_MATH_REPORT)
     if report["nMath"]:
         assert mj["loaded"], f"{name}: page has math but MathJax did not load"
@@ -281,7 +164,7 @@ def test_page_renders(open_page, page_path):
     assert not watch.errors, f"{name}: " + "\n  ".join(watch.errors[:10])
 
 
-@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@needs_browser
 @pytest.mark.parametrize("word", SEARCH_WORDS)
 def test_search_returns_results(open_page, word):
     page, watch = open_page((HTML / "search.html").as_uri() + f"?q={word}")

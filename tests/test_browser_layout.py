@@ -24,17 +24,15 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from test_browser import HTML, PAGES, _REFRESH, _WAIT_MATHJAX, _skip_reason, browser, open_page  # noqa: F401
+from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser
 
 MIN_FONT_PT = 10.0
 MAX_PANELS = 2
 CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
 NAV_PAGES = [p for p in PAGES if p.name in {"ch06_bert.html", "intro.html"}] or PAGES[:1]
 # Pages that are content (not redirects or generated indices).
-CONTENT_PAGES = [p for p in PAGES if not _REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
+CONTENT_PAGES = [p for p in PAGES if not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
                  and p.name not in {"genindex.html", "search.html", "py-modindex.html"}]
-
-skip_no_book = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
 
 
 def _ids(p: Path) -> str:
@@ -43,7 +41,7 @@ def _ids(p: Path) -> str:
 
 def _load(open_page, page_path: Path, width: int, mobile: bool = False):
     page, watch = open_page(page_path.as_uri(), width=width, height=844 if mobile else 900)
-    page.evaluate(_WAIT_MATHJAX)
+    page.evaluate(WAIT_MATHJAX)
     page.wait_for_timeout(150)  # book-math.js marks wide displays after typesetting
     return page, watch
 
@@ -86,7 +84,7 @@ def _phone(browser):
                                device_scale_factor=2)
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
 def test_phone_navigation_opens(browser, page_path):
     ctx = _phone(browser)
@@ -117,7 +115,7 @@ def test_phone_navigation_opens(browser, page_path):
         ctx.close()
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
 def test_desktop_sidebar_collapses(open_page, page_path):
     page, _ = open_page(page_path.as_uri(), width=1280)
@@ -168,7 +166,7 @@ def _describe(d) -> str:
     return f"{where} ({d['scroll']} px in {d['client']} px): {d['tex']}"
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
 def test_display_equations_fit_desktop(open_page, page_path):
     page, _ = _load(open_page, page_path, 1280)
@@ -177,7 +175,7 @@ def test_display_equations_fit_desktop(open_page, page_path):
                       "(split them with aligned):\n  " + "\n  ".join(map(_describe, wide)))
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
 def test_display_equations_show_scrolling_on_phone(open_page, page_path):
     page, _ = _load(open_page, page_path, 390, mobile=True)
@@ -218,7 +216,7 @@ _TEXTS = r"""() => {
 LABEL_TEXT = re.compile(r"^(?:ch\d\d[_-][\w-]+|[a-z]+(?:[-_][a-z0-9]+)+)$")
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
 def test_no_raw_tex_or_roles_in_text(open_page, page_path):
     page, _ = _load(open_page, page_path, 1280)
@@ -271,7 +269,7 @@ def test_displayed_font_pt_formula():
     assert displayed_font_pt(7, 100, 1280, 672) < 5
 
 
-@skip_no_book
+@needs_browser
 @pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
 def test_figures_readable(open_page, page_path):
     page, _ = _load(open_page, page_path, 1280)

@@ -5,7 +5,6 @@ attention logits of every head (``q_h · k_h`` from the projection modules, with
 ``repeat_kv`` for grouped-query attention) must equal ``X QK_h Xᵀ``, and head ``h``'s output through
 the output projection must equal ``X Ṽ_h``.
 """
-import json
 import struct
 
 import numpy as np
@@ -33,47 +32,43 @@ def _zero_biases(model):
     return model
 
 
+# kind -> (transformers config class, model class, extraction family, config): tiny random models.
+TINY = {
+    "bert": ("BertConfig", "BertModel", "bert",
+             dict(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40, vocab_size=30,
+                  max_position_embeddings=16)),
+    "bert-mlm": ("BertConfig", "BertForMaskedLM", "bert",
+                 dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, vocab_size=30,
+                      max_position_embeddings=16)),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", "bert",
+                dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24, vocab_size=30,
+                     max_position_embeddings=20, pad_token_id=1)),
+    "electra": ("ElectraConfig", "ElectraForPreTraining", "bert",
+                dict(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=24, vocab_size=30, max_position_embeddings=16)),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", "distilbert",
+                   dict(dim=16, n_layers=2, n_heads=4, hidden_dim=28, vocab_size=30, max_position_embeddings=16)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", "gpt2",
+             dict(n_embd=16, n_layer=2, n_head=4, vocab_size=30, n_positions=16, bos_token_id=0, eos_token_id=0)),
+    "llama-gqa": ("LlamaConfig", "LlamaForCausalLM", "llama",
+                  dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       intermediate_size=24, vocab_size=30, max_position_embeddings=16)),
+    "mistral-gqa": ("MistralConfig", "MistralModel", "llama",
+                    dict(hidden_size=24, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+                         intermediate_size=20, vocab_size=30, max_position_embeddings=16)),
+    "qwen2": ("Qwen2Config", "Qwen2Model", "llama",
+              dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                   intermediate_size=20, vocab_size=30, max_position_embeddings=16)),
+}
+# The tiny BERT of the bad-input tests below, as `tiny_bert_dir` writes it (the sizes of TINY["bert"]).
+BERT = dict(hidden=24, layers=2, heads=3, intermediate=40)
+
+
 def _tiny(kind):
-    """(model, family helper name) for a tiny random model of ``kind``."""
+    """(model, family helper name) for a tiny random model of ``kind`` (seed 0)."""
+    config_class, model_class, family, config = TINY[kind]
     torch.manual_seed(0)
-    t = transformers
-    if kind == "bert":
-        cfg = t.BertConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
-                           vocab_size=30, max_position_embeddings=16)
-        return t.BertModel(cfg), "bert"
-    if kind == "bert-mlm":
-        cfg = t.BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                           vocab_size=30, max_position_embeddings=16)
-        return t.BertForMaskedLM(cfg), "bert"
-    if kind == "roberta":
-        cfg = t.RobertaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
-                              vocab_size=30, max_position_embeddings=20, pad_token_id=1)
-        return t.RobertaForMaskedLM(cfg), "bert"
-    if kind == "electra":
-        cfg = t.ElectraConfig(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=24, vocab_size=30, max_position_embeddings=16)
-        return t.ElectraForPreTraining(cfg), "bert"
-    if kind == "distilbert":
-        cfg = t.DistilBertConfig(dim=16, n_layers=2, n_heads=4, hidden_dim=28, vocab_size=30,
-                                 max_position_embeddings=16)
-        return t.DistilBertModel(cfg), "distilbert"
-    if kind == "gpt2":
-        cfg = t.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30, n_positions=16,
-                           bos_token_id=0, eos_token_id=0)
-        return t.GPT2LMHeadModel(cfg), "gpt2"
-    if kind == "llama-gqa":
-        cfg = t.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                            intermediate_size=24, vocab_size=30, max_position_embeddings=16)
-        return t.LlamaForCausalLM(cfg), "llama"
-    if kind == "mistral-gqa":
-        cfg = t.MistralConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
-                              intermediate_size=20, vocab_size=30, max_position_embeddings=16)
-        return t.MistralModel(cfg), "llama"
-    if kind == "qwen2":
-        cfg = t.Qwen2Config(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
-                            intermediate_size=20, vocab_size=30, max_position_embeddings=16)
-        return t.Qwen2Model(cfg), "llama"
-    raise AssertionError(kind)
+    return getattr(transformers, model_class)(getattr(transformers, config_class)(**config)), family
 
 
 def _blocks(model, family):
@@ -138,10 +133,7 @@ def _direct_heads(block, family, X, spec):
     return q, k, head_out, ffn_in, ffn_out
 
 
-KINDS = ["bert", "bert-mlm", "roberta", "electra", "distilbert", "gpt2", "llama-gqa", "mistral-gqa", "qwen2"]
-
-
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", list(TINY))
 def test_extraction_matches_direct_attention_logits(kind, tmp_path):
     model, family = _tiny(kind)
     _zero_biases(model)
@@ -204,14 +196,16 @@ def test_bin_fallback(tmp_path):
 
 
 @pytest.mark.parametrize("tdtype", ["bfloat16", "float16"])
-def test_half_precision_is_widened_exactly(tdtype, tmp_path):
-    model, _ = _tiny("bert")
-    model = model.to(getattr(torch, tdtype))
-    model.save_pretrained(tmp_path)
-    src = open_checkpoint(tmp_path)
+def test_half_precision_is_widened_exactly(tdtype, tiny_bert_dir):
+    from safetensors.torch import load_file
+
+    path = tiny_bert_dir(**BERT, dtype=tdtype)
+    src = open_checkpoint(path)
     name = "encoder.layer.1.attention.self.key.weight"
     assert src.dtype(name) == {"bfloat16": "BF16", "float16": "F16"}[tdtype]
-    expect = model.state_dict()[name].to(torch.float64).numpy()
+    stored = load_file(path / "model.safetensors")[name]  # the safetensors library's own reading
+    assert stored.dtype == getattr(torch, tdtype)
+    expect = stored.to(torch.float64).numpy()
     np.testing.assert_array_equal(src.read(name), expect)
     assert src.read(name, np.float32).dtype == np.float32
 
@@ -241,16 +235,6 @@ def test_float32_option(tmp_path):
 # ------------------------------------------------------------------ bad input (library level)
 
 
-def _write_bert(tmp_path, **cfg_overrides):
-    model, _ = _tiny("bert")
-    model.save_pretrained(tmp_path)
-    if cfg_overrides:
-        cfg = json.loads((tmp_path / "config.json").read_text())
-        cfg.update(cfg_overrides)
-        (tmp_path / "config.json").write_text(json.dumps(cfg))
-    return tmp_path
-
-
 def test_missing_path(tmp_path):
     with pytest.raises(CheckpointError, match="no such model directory"):
         open_checkpoint(tmp_path / "nope")
@@ -261,25 +245,25 @@ def test_empty_directory(tmp_path):
         open_checkpoint(tmp_path)
 
 
-def test_no_config(tmp_path):
-    _write_bert(tmp_path)
-    (tmp_path / "config.json").unlink()
+def test_no_config(tiny_bert_dir):
+    path = tiny_bert_dir(**BERT)
+    (path / "config.json").unlink()
     with pytest.raises(CheckpointError, match="no config.json"):
-        open_checkpoint(tmp_path)
+        open_checkpoint(path)
 
 
-def test_truncated_safetensors(tmp_path):
-    _write_bert(tmp_path)
-    f = tmp_path / "model.safetensors"
+def test_truncated_safetensors(tiny_bert_dir):
+    path = tiny_bert_dir(**BERT)
+    f = path / "model.safetensors"
     data = f.read_bytes()
     f.write_bytes(data[: len(data) - 100])
     with pytest.raises(CheckpointError, match="truncated"):
-        open_checkpoint(tmp_path)
+        open_checkpoint(path)
 
 
-def test_garbage_header(tmp_path):
-    _write_bert(tmp_path)
-    f = tmp_path / "model.safetensors"
+def test_garbage_header(tiny_bert_dir):
+    path = tiny_bert_dir(**BERT)
+    f = path / "model.safetensors"
     data = bytearray(f.read_bytes())
     (n,) = struct.unpack("<Q", data[:8])
     data[8:8 + n] = b"\x00\xff" * (n // 2) + b"x" * (n % 2)
@@ -288,7 +272,7 @@ def test_garbage_header(tmp_path):
         read_safetensors_header(f)
     f.write_bytes(b"\xff" * 64)
     with pytest.raises(CheckpointError, match="garbage header|truncated"):
-        open_checkpoint(tmp_path)
+        open_checkpoint(path)
 
 
 def test_nan_weights(tmp_path):
@@ -309,16 +293,13 @@ def test_missing_layer_tensor(tmp_path):
         detect_architecture(open_checkpoint(sd, config=model.config.to_dict()))
 
 
-def test_heads_not_dividing_hidden(tmp_path):
-    _write_bert(tmp_path, num_attention_heads=5)
-    with pytest.raises(CheckpointError, match="5 attention heads do not divide the hidden size 24"):
-        detect_architecture(open_checkpoint(tmp_path))
-
-
-def test_unknown_architecture(tmp_path):
-    _write_bert(tmp_path, model_type="t5")
-    with pytest.raises(CheckpointError, match="unsupported architecture 't5'.*bert.*gpt2.*llama"):
-        detect_architecture(open_checkpoint(tmp_path))
+@pytest.mark.parametrize("config, message", [
+    ({"num_attention_heads": 5}, "5 attention heads do not divide the hidden size 24"),
+    ({"model_type": "t5"}, "unsupported architecture 't5'.*bert.*gpt2.*llama"),
+], ids=["heads not dividing the hidden size", "unknown architecture"])
+def test_bad_config(config, message, tiny_bert_dir):
+    with pytest.raises(CheckpointError, match=message):
+        detect_architecture(open_checkpoint(tiny_bert_dir(**BERT, **config)))
 
 
 def test_hub_id_not_cached_offline(tmp_path, monkeypatch):

@@ -12,9 +12,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from bounds_lib import report as R  # noqa: E402
-from bounds_lib.checkpoints import ArchitectureSpec  # noqa: E402
 from bounds_lib.peeling import posthoc_choice  # noqa: E402
-from bounds_lib.proxies import MatrixSpectrum, ModelSpectra, compute_spectra, score  # noqa: E402
+from bounds_lib.proxies import compute_spectra, score  # noqa: E402
 from bounds_lib.style import (  # noqa: E402
     book_subplots,
     figure_png,
@@ -22,28 +21,14 @@ from bounds_lib.style import (  # noqa: E402
     panels_per_row,
     use_book_style,
 )
-
-
-def _synthetic(L=3, H=2, N=8, d=4, sigma1=10.0, decay=0.5):
-    arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
-    mats = []
-    for l in range(L):
-        for kind in ("QK", "V"):
-            for h in range(H):
-                s = np.zeros(N)
-                s[:d] = sigma1 * decay ** np.arange(d)
-                mats.append(MatrixSpectrum(l, h, kind, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
-        for kind, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
-            s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
-            mats.append(MatrixSpectrum(l, -1, kind, shape, s, 5.0 * sigma1, 20.0 * sigma1))
-    return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
+from tiny_checkpoints import synthetic_spectra  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
 # break-even scale and architecture-only B_ours
 # --------------------------------------------------------------------------------------------
 def test_break_even_is_where_posthoc_choice_leaves_zero():
-    sp = _synthetic()
+    sp = synthetic_spectra()
     rep = score(sp)
     assert np.all(rep.p_stars == 0)
     shifts = R.break_even_shifts(rep, sp)
@@ -72,12 +57,12 @@ def test_break_even_closed_form_by_brute_force():
 
 
 def test_architecture_B_ours_equals_scored_model_at_p_zero():
-    sp = _synthetic(L=4, H=2, N=8, d=4)
+    sp = synthetic_spectra(L=4, H=2, N=8, d=4)
     rep = score(sp)
     assert np.all(rep.p_stars == 0)
     assert math.exp(rep.log_B_ours_sum) == pytest.approx(R.architecture_B_ours(4, 8, 2, 4), rel=1e-12)
     # a model where the spectrum matters (p* > 0 somewhere) is NOT given by the formula
-    small = score(_synthetic(L=1, H=2, N=8, d=4, sigma1=1e-3, decay=0.01))
+    small = score(synthetic_spectra(L=1, H=2, N=8, d=4, sigma1=1e-3, decay=0.01))
     assert np.any(small.p_stars > 0)
     assert math.exp(small.log_B_ours_sum) < R.architecture_B_ours(1, 8, 2, 4)
     with pytest.raises(ValueError, match="L must be a positive int"):
@@ -90,27 +75,20 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match="ModelSpectra"):
         R.median_stable_ranks([1, 2])
     with pytest.raises(TypeError, match="BoundReport"):
-        R.norm_ratio_medians(_synthetic())
-    sp = _synthetic()
+        R.norm_ratio_medians(synthetic_spectra())
+    sp = synthetic_spectra()
     with pytest.raises(ValueError, match=r"p must be a number in \(0, 2\]"):
         R.compare_modes(sp, sp, p=0.0)
     with pytest.raises(ValueError, match="different numbers of matrices"):
-        R.break_even_shifts(score(sp), _synthetic(L=2))
+        R.break_even_shifts(score(sp), synthetic_spectra(L=2))
 
 
 # --------------------------------------------------------------------------------------------
 # clean vs paper, logit check (tiny real checkpoint written by the test)
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                  vocab_size=30, max_position_embeddings=16)
-    path = tmp_path_factory.mktemp("tiny_bert")
-    transformers.BertModel(cfg).save_pretrained(path)
-    return path
+def tiny_bert(tiny_bert_dir):
+    return tiny_bert_dir(hidden=32, layers=2, heads=4, intermediate=64)
 
 
 def test_compare_modes_on_a_tiny_bert(tiny_bert):
@@ -150,7 +128,7 @@ def test_markdown_table_layout_and_errors():
 
 
 def test_compare_settings_rows_match_score():
-    sp = _synthetic()
+    sp = synthetic_spectra()
     rows = R.compare_settings({"clean": sp}, [("clean", 1.0, False), ("clean", "inv_sqrt_dh", False)])
     s0 = score(sp).summary()
     assert rows[0].log10_B_ours == pytest.approx(s0["B_ours_sum"]["log10"])
@@ -163,7 +141,7 @@ def test_compare_settings_rows_match_score():
 
 
 def test_family_table_sorted_by_depth_then_width():
-    reps = {"b": score(_synthetic(L=2, N=8)), "a": score(_synthetic(L=1, N=8))}
+    reps = {"b": score(synthetic_spectra(L=2, N=8)), "a": score(synthetic_spectra(L=1, N=8))}
     lines = R.family_table(reps).splitlines()
     assert "`a`" in lines[2] and "`b`" in lines[3]
 
@@ -182,11 +160,11 @@ def test_every_chapter6_figure_follows_the_book_style():
     import matplotlib.pyplot as plt
 
     use_book_style()
-    sp = _synthetic(L=3)
+    sp = synthetic_spectra(L=3)
     rep = score(sp)
     figs = [R.figure_spectral_decay(sp, layers=range(3)), R.figure_T_ratio(rep), R.figure_norms(rep),
             R.figure_p_star_histogram(rep), R.figure_prefix_depth(sp),
-            R.figure_scaling([score(_synthetic(L=l, N=n)) for l in (1, 2) for n in (8, 16)])]
+            R.figure_scaling([score(synthetic_spectra(L=l, N=n)) for l in (1, 2) for n in (8, 16)])]
     for fig in figs:
         assert panels_per_row(fig) <= 2
         assert min_font_pt(fig) >= 10

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 #: Encoder matrices of one BERT layer: (name, shape as a function of hidden size N and FFN width F).
 BERT_LAYER_ROLES = (("attention.self.query.weight", "NN"), ("attention.self.key.weight", "NN"),
@@ -50,8 +51,8 @@ def write_tiny_bert(path: Path, *, hidden: int = 32, layers: int = 2, heads: int
     if weights is None:
         if shard_by_layer:
             raise TypeError("shard_by_layer applies to hand-made weights; use max_shard_size for a BertModel")
-        import torch
-        import transformers
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
 
         cfg = transformers.BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                                       intermediate_size=intermediate, vocab_size=30, max_position_embeddings=16,
@@ -87,3 +88,23 @@ def read_state_dict(path: Path) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 
     return {k: v.astype(np.float64) for k, v in load_file(str(Path(path) / "model.safetensors")).items()}
+
+
+def synthetic_spectra(L: int = 3, H: int = 2, N: int = 8, d: int = 4, sigma1: float = 10.0, decay: float = 0.5):
+    """A BERT-shaped ``ModelSpectra`` with known spectra, no checkpoint: per layer ``H`` QK and V heads of rank ``d``
+    (singular values ``sigma1·decay^i``), and FFN matrices with ``N`` values from ``sigma1`` down to ``sigma1/10``."""
+    from bounds_lib.checkpoints import ArchitectureSpec
+    from bounds_lib.proxies import MatrixSpectrum, ModelSpectra
+
+    arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
+    mats = []
+    for l in range(L):
+        for kind in ("QK", "V"):
+            for h in range(H):
+                s = np.zeros(N)
+                s[:d] = sigma1 * decay ** np.arange(d)
+                mats.append(MatrixSpectrum(l, h, kind, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
+        for kind, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
+            s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
+            mats.append(MatrixSpectrum(l, -1, kind, shape, s, 5.0 * sigma1, 20.0 * sigma1))
+    return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")

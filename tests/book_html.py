@@ -1,0 +1,149 @@
+"""The built book and the browser, shared by the tests that read ``_build/html`` (markers ``book``, ``browser``).
+
+``HTML`` is the strict build's HTML (``_build/html``, or ``BOUNDS_BOOK_HTML``), ``PAGES`` its pages, and
+``needs_book`` skips, with the reason, when no book has been built. The fixtures ``browser`` (Debian's
+``/usr/bin/chromium`` through Playwright, offline, installed with apt-get when root) and ``open_page``
+(a page in a fresh context whose console errors and outside requests are recorded) are made available
+to every test by ``conftest.py``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = Path(os.environ.get("BOUNDS_BOOK_HTML", ROOT / "_build" / "html")).resolve()
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Folders of the build that hold assets, not pages.
+NOT_PAGES = {"_static", "_sources", "_images", "_downloads", "_panels_static"}
+
+
+def _pages() -> list[Path]:
+    if not (HTML / "index.html").is_file():
+        return []
+    return sorted(
+        p for p in HTML.rglob("*.html") if not (set(p.relative_to(HTML).parts[:-1]) & NOT_PAGES)
+    )
+
+
+PAGES = _pages()
+
+
+def skip_reason() -> str | None:
+    if not PAGES:
+        return f"no built book at {HTML} (run `make test` or `make book` first)"
+    return None
+
+
+
+
+def needs_book(test):
+    """Marker ``book`` on ``test``, and skip it, with the reason, when no book has been built."""
+    return pytest.mark.book(pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")(test))
+
+
+def needs_browser(test):
+    """Markers ``book`` and ``browser``: the test opens built pages in Chromium (fixture ``open_page``)."""
+    return pytest.mark.browser(needs_book(test))
+
+
+# A page that only redirects (index.html -> book/intro.html).
+REFRESH = re.compile(r'<meta[^>]+http-equiv="refresh"[^>]+content="\d+;\s*url=([^"]+)"', re.I)
+
+
+def _ensure_chromium() -> str | None:
+    """Return None when /usr/bin/chromium is usable, else the reason it is not."""
+    if CHROMIUM.exists():
+        return None
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("test_browser: /usr/bin/chromium missing; installing Debian's chromium", file=sys.stderr)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        try:
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, timeout=900)
+        except (subprocess.SubprocessError, OSError) as exc:
+            return f"/usr/bin/chromium missing and `apt-get install chromium` failed: {exc}"
+        return None if CHROMIUM.exists() else "apt-get ran but /usr/bin/chromium is still missing"
+    return "/usr/bin/chromium missing and cannot be installed here (not root or no apt-get)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = skip_reason() or _ensure_chromium()
+    if reason:
+        print(f"\nSKIP browser test: {reason}")
+        pytest.skip(reason)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as pw:
+        # Playwright gives every launch a fresh temporary profile (a new --user-data-dir).
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class _Watcher:
+    """Collect console errors, page errors, blocked network requests and failed local loads."""
+
+    def __init__(self, context, page):
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on(
+            "requestfailed",
+            lambda r: r.url.startswith("file:") and self.errors.append(f"failed to load {r.url}: {r.failure}"),
+        )
+
+        def route(r):
+            url = r.request.url
+            if url.startswith(("file:", "data:", "blob:", "about:")):
+                r.continue_()
+            else:
+                self.external.append(url)
+                r.abort()
+
+        context.route("**/*", route)
+
+
+@pytest.fixture
+def open_page(browser):
+    contexts = []
+
+    def _open(url: str, width: int = 1280, height: int = 900):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        page = context.new_page()
+        watcher = _Watcher(context, page)
+        page.goto(url, wait_until="load", timeout=30_000)
+        return page, watcher
+
+    yield _open
+    for c in contexts:
+        c.close()
+
+
+WAIT_MATHJAX = """async () => {
+  const mj = window.MathJax;
+  if (!mj) return {loaded: false};
+  if (mj.startup && mj.startup.promise) { await mj.startup.promise; }
+  if (mj.typesetPromise) { await mj.typesetPromise(); }
+  return {loaded: true};
+}"""
