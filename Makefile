@@ -17,7 +17,7 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit browser-deps clean page book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
+.PHONY: venv book book-strict test unit lint browser-deps clean page book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,10 +37,15 @@ book-strict: $(STAMP)
 	rm -rf _build
 	$(JB) build . $(STRICT) --all
 
-## Unit tests only (fast feedback; the browser tests skip when no book has been built; `slow` tests,
-## e.g. running every chapter from the wheel outside the repository, run in `make test`).
+## Unit tests only (fast feedback): everything but the tests marked `slow` (optimiser runs, scratch book
+## builds, chapters run outside the repository), `book` (read _build) and `browser` (Chromium); those
+## run in `make test`.
 unit: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not book and not browser"
+
+## Lint (ruff, pinned in constraints.txt; rules in pyproject.toml's [tool.ruff]).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bounds_lib tests book/tools benchmarks
 
 ## Install Debian's Chromium for the browser test when we are root and it is missing.
 browser-deps:
@@ -51,8 +56,9 @@ browser-deps:
 	  else echo "browser-deps: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi; \
 	fi
 
-## The test command of the README: strict book build, then every test (browser tests read _build/html).
-test: book-strict browser-deps
+## The test command of the README: lint (fails fast), strict book build, then every test (browser tests
+## read _build/html).
+test: lint book-strict browser-deps
 	$(PY) -m pytest
 
 clean:
