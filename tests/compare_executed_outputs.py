@@ -5,8 +5,9 @@ Usage: python tests/compare_executed_outputs.py BUILD_A BUILD_B
 Every executed notebook of ``BUILD_A`` is matched with its twin in ``BUILD_B`` — the rendered copies
 under ``jupyter_execute/`` and the full executions in ``.jupyter_cache/executed/`` (which also keep
 the glued values, stripped from the rendered copies) — and the text outputs (streams,
-``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell must be identical. Images are compared by their decoded pixels' hash. Exit status 1 on any
-difference, with the notebook, cell and first differing line printed.
+``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell must be identical.
+Images are compared by their decoded pixels' hash. Exit status 1 on any difference, with the
+notebook, cell and first differing line printed.
 """
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ _SEARCH_COVERED = """() => {
   if (!s) return 'no visible search button';
   const r = s.getBoundingClientRect();
   const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
-  return (top && (s === top || s.contains(top))) ? null : `search button covered by <${top && top.tagName.toLowerCase()} class="${top && top.className}">`;
+  return (top && (s === top || s.contains(top))) ? null
+      : `search button covered by <${top && top.tagName.toLowerCase()} class="${top && top.className}">`;
 }"""
 
 
@@ -207,7 +208,8 @@ _TEXTS = r"""() => {
     if (!el || el.closest(skip)) continue;
     const a = el.closest('a');
     out.push({text: t.slice(0, 200), link: a ? (a.getAttribute('href') || '') : null,
-              where: ((el.closest('nav, aside, header, footer, .bd-article') || el).getAttribute('class') || el.tagName).split(' ')[0]});
+              where: ((el.closest('nav, aside, header, footer, .bd-article') || el).getAttribute('class')
+                      || el.tagName).split(' ')[0]});
   }
   return out;
 }"""

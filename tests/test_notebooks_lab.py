@@ -41,7 +41,8 @@ def test_lab_serves_a_chapter_md_as_a_notebook(tmp_path):
     port, token = _free_port(), "bounds-test-token"
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False", "--ServerApp.allow_root=True"],
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False",
+         "--ServerApp.allow_root=True"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -14,7 +14,6 @@ every chapter there with nbclient. Every code cell's printed output must equal t
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import json
 import os
 import re
@@ -153,7 +152,8 @@ path, out = Path(sys.argv[1]), Path(sys.argv[2])
 nb = nbformat.read(path, as_version=4)
 t0 = time.time()
 try:
-    NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(nb, timeout=1200, kernel_name="python3", resources=resources).execute()
     status = "ok"
 except Exception as exc:
     status = f"{type(exc).__name__}: {str(exc)[-1500:]}"

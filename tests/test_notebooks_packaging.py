@@ -2,7 +2,6 @@
 declares, as ranges; `import bounds_lib` stays light; one version; package data present."""
 
 import ast
-import importlib.util
 import importlib.metadata as md
 import re
 import subprocess
@@ -73,7 +72,8 @@ def test_runtime_dependencies_are_ranges_of_what_the_library_imports():
 
 
 def test_import_is_light_and_entry_points_are_lazy():
-    code = ("import sys, bounds_lib; heavy = [m for m in ('numpy', 'torch', 'scipy', 'matplotlib') if m in sys.modules];"
+    code = ("import sys, bounds_lib;"
+            "heavy = [m for m in ('numpy', 'torch', 'scipy', 'matplotlib') if m in sys.modules];"
             "print(heavy); print(bounds_lib.__version__);"
             "print(bounds_lib.analyze.__module__, bounds_lib.score.__module__, bounds_lib.compute_spectra.__module__,"
             " bounds_lib.open_checkpoint.__module__)")

@@ -256,7 +256,8 @@ def test_bad_myst_fails_with_file_and_line(tmp_path, snippet, message):
 
 
 def test_unclosed_fence_is_an_error(tmp_path):
-    ch2 = CH2.replace("of {ref}`Chapter 1 <ch01_demo>`.\n", "of {ref}`Chapter 1 <ch01_demo>`.\n\n```{prf:lemma} X\n:label: l-x\nopen\n")
+    ch2 = CH2.replace("of {ref}`Chapter 1 <ch01_demo>`.\n",
+                      "of {ref}`Chapter 1 <ch01_demo>`.\n\n```{prf:lemma} X\n:label: l-x\nopen\n")
     line = ch2.splitlines().index("```{prf:lemma} X") + 1
     with pytest.raises(mk.MystError, match="never closed") as exc:
         _convert(tmp_path, "launch", ch2)

@@ -128,7 +128,8 @@ def latex_macros(mathjax3_config) -> str:
         lines.append(f"\\providecommand{{\\{name}}}{{}}\\renewcommand{{\\{name}}}{args}{{{body}}}")
     # Formulas in headings also go into PDF bookmarks, where unicode-math's Greek letters
     # (\mitvarphi, ...) are an error: spell the letters as Unicode text there.
-    greek = "alpha beta gamma delta epsilon varepsilon zeta eta theta kappa lambda mu nu xi pi rho sigma tau phi varphi chi psi omega Gamma Delta Theta Lambda Pi Sigma Phi Psi Omega".split()
+    greek = ("alpha beta gamma delta epsilon varepsilon zeta eta theta kappa lambda mu nu xi pi rho sigma tau phi "
+             "varphi chi psi omega Gamma Delta Theta Lambda Pi Sigma Phi Psi Omega").split()
     chars = "αβγδϵεζηθκλμνξπρστϕφχψωΓΔΘΛΠΣΦΨΩ"
     defs = "".join(f"\\def\\{g}{{{c}}}" for g, c in zip(greek, chars))
     lines.append(f"\\AtBeginDocument{{\\pdfstringdefDisableCommands{{{defs}}}}}")

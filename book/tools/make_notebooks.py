@@ -438,7 +438,8 @@ class Bibliography:
             from pybtex.plugin import find_plugin
 
             style = find_plugin("pybtex.style.formatting", "plain")()
-            self._formatted = {e.key: e.text.render_as("markdown") for e in style.format_entries(self.data.entries.values())}
+            entries = style.format_entries(self.data.entries.values())
+            self._formatted = {e.key: e.text.render_as("markdown") for e in entries}
         return self._formatted[key]
 
 

@@ -119,7 +119,8 @@ def main(argv=None):
     ap.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES))
     ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--bounds-only", action="store_true",
-                    help="leave out the falsification-harness functions (falsify_*, adversarial_*, their ratio helpers)")
+                    help="leave out the falsification-harness functions "
+                         "(falsify_*, adversarial_*, their ratio helpers)")
     ap.add_argument("--functions", nargs="+", metavar="NAME",
                     help="mutate only these functions (top-level NAME or Class.method), e.g. for a large module")
     args = ap.parse_args(argv)
