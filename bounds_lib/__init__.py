@@ -24,13 +24,13 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 # public name -> module that defines it (imported lazily)
 _LAZY = {
-    "analyze": "bounds_lib.proxies",
-    "compute_spectra": "bounds_lib.proxies",
-    "score": "bounds_lib.proxies",
+    "analyze": "bounds_lib.scoring",
+    "compute_spectra": "bounds_lib.spectra",
+    "score": "bounds_lib.scoring",
     "open_checkpoint": "bounds_lib.checkpoints",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "analyze", "compute_spectra", "score", "open_checkpoint"]
 
 
 def __getattr__(name: str):

@@ -22,7 +22,7 @@ and covering the data section exactly; the library parses each file too, as a ba
 :func:`read_safetensors_header`); a shard index is followed exactly (each tensor in the one shard
 it names; a tensor stored in two files, a malformed ``weight_map`` or a shard path that leaves the
 model folder is refused); JSON with duplicate keys or absurd nesting is refused; weights must be
-real floating-point arrays (:func:`bounds_lib.arrays.as_real_array`); a config declaring fewer
+real floating-point arrays (:func:`bounds_lib.validation.as_real_array`); a config declaring fewer
 layers than the weights hold is refused unless a prefix is asked for. Hub downloads have a deadline.
 
 Layouts (:data:`SUPPORTED_MODEL_TYPES`):
@@ -53,7 +53,7 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from .arrays import as_real_array
+from .validation import as_real_array, check_scalar
 
 __all__ = [
     "CheckpointError",
@@ -70,6 +70,7 @@ __all__ = [
     "detect_architecture",
     "iter_layers",
     "read_safetensors_header",
+    "random_bert_state_dict",
 ]
 
 #: Environment switch that allows downloads of Hub ids missing from the local cache.
@@ -537,7 +538,8 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
     allowed = _env_true(ALLOW_DOWNLOAD_ENV) if allow_download is None else bool(allow_download)
     offline = _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE")
     if not allowed or offline:
-        why = "HF_HUB_OFFLINE is set" if (allowed and offline) else f"downloads are off (set {ALLOW_DOWNLOAD_ENV}=1 or pass --allow-download)"
+        why = ("HF_HUB_OFFLINE is set" if (allowed and offline)
+               else f"downloads are off (set {ALLOW_DOWNLOAD_ENV}=1 or pass --allow-download)")
         raise CheckpointError(f"{repo_id!r} is neither an existing path nor a Hub model in the local cache, "
                               f"and {why}")
     request_timeout = min(REQUEST_TIMEOUT_S, deadline)
@@ -782,6 +784,58 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
                 raise CheckpointError(f"{source.description}: tensor {name!r} has shape {got}, expected "
                                       f"{shapes[role]} from config.json")
     return spec
+
+
+def random_bert_state_dict(n_layers: int = 2, hidden: int = 8, n_heads: int = 2, d_ff: int = 16, *,
+                           seed: int = 0, std: float = 0.5) -> tuple[dict, dict]:
+    """A tiny BERT-layout model with Gaussian weights, in memory: ``(state_dict, config)``.
+
+    For examples and tests: ``open_checkpoint(state_dict, config=config)`` reads it like a saved BERT
+    checkpoint (attention and feed-forward weights of every layer, ``nn.Linear`` ``(out, in)`` layout,
+    float64; no embeddings, biases or layer norms, which the analysis does not read).
+
+    Parameters
+    ----------
+    n_layers, hidden, n_heads, d_ff : int
+        Layers, hidden size ``N`` (a multiple of ``n_heads``), attention heads, feed-forward width.
+    seed : int
+        Seed of :func:`numpy.random.default_rng`.
+    std : float
+        Standard deviation of the entries.
+
+    Returns
+    -------
+    tuple of (dict, dict)
+        ``{tensor name: ndarray}`` and the ``config.json`` content.
+
+    Raises
+    ------
+    TypeError
+        A size or the seed is not an integer, or ``std`` not a real number.
+    ValueError
+        A size below 1, ``n_heads`` not dividing ``hidden``, or ``std`` not positive and finite.
+
+    Examples
+    --------
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=4, n_heads=2, d_ff=8)
+    >>> detect_architecture(open_checkpoint(sd, config=cfg)).head_dim
+    2
+    """
+    L = check_scalar(n_layers, "n_layers", int, min_val=1)
+    N = check_scalar(hidden, "hidden (hidden size)", int, min_val=1)
+    H = check_scalar(n_heads, "n_heads", int, min_val=1)
+    F = check_scalar(d_ff, "d_ff (feed-forward width)", int, min_val=1)
+    std = check_scalar(std, "std", float, min_val=0, include_boundaries="neither")
+    if N % H:
+        raise ValueError(f"n_heads = {H} does not divide hidden = {N}")
+    rng = np.random.default_rng(check_scalar(seed, "seed", int, min_val=0))
+    _, roles = _ROLES["bert"]
+    shapes = {"q": (N, N), "k": (N, N), "v": (N, N), "o": (N, N), "f_in": (F, N), "f_out": (N, F)}
+    state_dict = {f"encoder.layer.{layer}.{roles[r]}": std * rng.standard_normal(shapes[r])
+                  for layer in range(L) for r in ("q", "k", "v", "o", "f_in", "f_out")}
+    config = {"model_type": "bert", "num_hidden_layers": L, "hidden_size": N, "num_attention_heads": H,
+              "intermediate_size": F, "hidden_act": "gelu"}
+    return state_dict, config
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,34 +34,26 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "run_metadata", "format_table", "write_atomic", "OutputSet", "ProgressBar"]
+__all__ = ["main", "build_parser", "run_metadata", "format_table", "write_atomic", "OutputSet"]
 
 PROG = "bounds-lib"
 
 
-class ProgressBar:
-    """A one-line progress bar with elapsed time and ETA on ``stream`` (stderr by default)."""
+def _progress_bar(label: str, enabled: bool):
+    """A :mod:`tqdm` bar on stderr, driven by ``compute_spectra``'s ``progress(done, total)`` callback.
 
-    def __init__(self, label: str, stream=None, enabled: bool = True, width: int = 28):
-        self.label, self.stream, self.enabled, self.width = label, stream or sys.stderr, enabled, width
-        self.t0 = time.perf_counter()
-        self._last = -1.0
+    Returns ``(callback, close)``; nothing is shown when ``enabled`` is false.
+    """
+    from tqdm import tqdm
 
-    def __call__(self, done: int, total: int):
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        el = now - self.t0
-        frac = done / total if total else 1.0
-        eta = el / frac - el if frac > 0 else float("nan")
-        bar = "#" * int(round(frac * self.width))
-        self.stream.write(f"\r{self.label} [{bar:<{self.width}}] {done}/{total} {el:5.1f}s elapsed, ETA {eta:5.1f}s")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
+    bar = tqdm(desc=label, total=None, file=sys.stderr, disable=not enabled, unit=" groups", leave=True)
+
+    def callback(done: int, total: int):
+        if bar.total != total:
+            bar.reset(total=total)
+        bar.update(done - bar.n)
+
+    return callback, bar.close
 
 
 def _umask() -> int:
@@ -271,7 +263,7 @@ def format_table(report) -> str:
               f"  B_ours (√Σ 𝒯*² + √L)                {_fmt(report.log_B_ours_rss)}",
               f"  B_Edelman ((2,1) norms, released)   {_fmt(report.log_B_edelman)}",
               f"  B_Edelman with (1,1) norms [extension, not released]  "
-              f"{_fmt(report.log_B_edelman_11) if math.isfinite(report.log_B_edelman_11) else 'not computed (opt in: --entrywise)'}",
+              f"{_fmt(report.log_B_11) if math.isfinite(report.log_B_11) else 'not computed (opt in: --entrywise)'}",
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
               "(𝒯(W;0) = √(rank·N) in the released proxy: a rank count)"]
     return "\n".join(lines)
@@ -481,14 +473,18 @@ def _stage_plots(out: OutputSet, folder: Path, figures: dict):
 
 
 def _analyze_one(model, args, label=None):
-    from .proxies import ScoringOptions, compute_spectra, score
+    from .scoring import ScoringOptions, score
+    from .spectra import compute_spectra
 
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = ProgressBar(label or "spectra", enabled=show)
+    bar, close_bar = _progress_bar(label or "spectra", enabled=show)
     t0 = time.perf_counter()
-    sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, layers=args.layers, progress=bar,
-                         entrywise=args.entrywise, allow_download=True if args.allow_download else None,
-                         jobs=args.jobs, download_timeout=args.download_timeout)
+    try:
+        sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, n_layers=args.layers, progress=bar,
+                             entrywise=args.entrywise, allow_download=True if args.allow_download else None,
+                             jobs=args.jobs, download_timeout=args.download_timeout)
+    finally:
+        close_bar()
     t1 = time.perf_counter()
     opts = ScoringOptions(logit_scale=args.logit_scale, gamma_L_phi=args.gamma_lphi)
     rep = score(sp, opts)
@@ -511,7 +507,7 @@ def _finish(args, texts: dict, figures: dict):
 
 
 def _cmd_analyze(args):
-    from . import proxies as P
+    from . import plotting as P
 
     sp, rep, opts = _analyze_one(args.model, args)
     extra = {"model": args.model, "source": rep.source}
@@ -538,7 +534,7 @@ def _cmd_analyze(args):
 
 
 def _cmd_scaling(args):
-    from . import proxies as P
+    from . import plotting as P
 
     reports = []
     for i, model in enumerate(args.models):
@@ -602,7 +598,7 @@ def main(argv=None) -> int:
         else:
             from threadpoolctl import threadpool_limits
 
-            from . import proxies  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
+            from . import scoring  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
 
             with threadpool_limits(args.threads):
                 rc = run(args)
@@ -619,7 +615,7 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        if not isinstance(exc, (_UserError, ValueError, OSError)):
+        if not isinstance(exc, (_UserError, ValueError, TypeError, OSError)):
             msg = f"{type(exc).__name__}: {msg}"
         sys.stderr.write("\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
         print(f"{PROG}: error: {msg}", file=sys.stderr)

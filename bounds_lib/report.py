@@ -1,8 +1,9 @@
 """Analysis, tables and figures of Chapter 6 (the proxies on real BERT weights).
 
 Chapter 6 calls one function per step and shows its result; the loops live here, tested in
-``tests/test_report.py``. Everything works on the results of :mod:`bounds_lib.proxies`
-(:class:`~bounds_lib.proxies.ModelSpectra`, :class:`~bounds_lib.proxies.BoundReport`).
+``tests/test_report.py``. Everything works on the results of :mod:`bounds_lib.spectra` and
+:mod:`bounds_lib.scoring` (:class:`~bounds_lib.spectra.ModelSpectra`,
+:class:`~bounds_lib.scoring.BoundReport`).
 
 * :func:`check_head_logits` — our extracted ``QK_h`` against the logits ``transformers`` computes.
 * :func:`compare_modes` — clean (QR-core) against paper (explicit product) spectra.
@@ -11,8 +12,8 @@ Chapter 6 calls one function per step and shows its result; the loops live here,
 * :func:`architecture_B_ours` — ``B_ours`` when every ``p* = 0`` at full numerical rank.
 * :func:`compare_settings` / :func:`settings_table` — the proxies under several scoring options, as a
   Markdown table (rendered by the book and by Jupyter).
-* ``figure_*`` — the page's figures in the book style (:mod:`bounds_lib.style`): at most two panels
-  per row and a colour key for every colour (a colour bar for layers).
+* ``figure_*`` — the page's figures live in :mod:`bounds_lib.plotting`; they are re-exported here
+  under their old names.
 """
 from __future__ import annotations
 
@@ -22,7 +23,18 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .proxies import KINDS, BoundReport, ModelSpectra, score
+from .plotting import MATRIX_TYPE_LABELS as KIND_LABELS  # noqa: F401 (old name, re-exported)
+from .plotting import (  # noqa: F401 (the figures' home is bounds_lib.plotting; re-exported for old callers)
+    figure_norms,
+    figure_p_star_histogram,
+    figure_prefix_depth,
+    figure_scaling,
+    figure_spectral_decay,
+    figure_T_ratio,
+)
+from .scoring import MULTI_HEAD_MATRIX_TYPES, BoundReport, check_report, score
+from .spectra import ModelSpectra, check_spectra
+from .validation import check_scalar
 
 __all__ = [
     "KIND_LABELS",
@@ -48,20 +60,6 @@ __all__ = [
     "figure_prefix_depth",
     "figure_scaling",
 ]
-
-KIND_LABELS = {"QK": r"$QK_h$", "V": r"$\tilde V_h$", "M_in": r"$M_{\rm in}$", "M_out": r"$M_{\rm out}$"}
-
-
-def _check_spectra(spectra, name="spectra"):
-    if not isinstance(spectra, ModelSpectra):
-        raise TypeError(f"{name} must be a bounds_lib.proxies.ModelSpectra (from compute_spectra), "
-                        f"got {type(spectra).__name__}")
-
-
-def _check_report(report, name="report"):
-    if not isinstance(report, BoundReport):
-        raise TypeError(f"{name} must be a bounds_lib.proxies.BoundReport (from score), got {type(report).__name__}")
-
 
 # --------------------------------------------------------------------------------------------
 # Checks and summaries
@@ -90,8 +88,7 @@ def check_head_logits(path, *, n_tokens: int = 7, seed: int = 0) -> LogitCheck:
 
     from .checkpoints import detect_architecture, iter_layers, open_checkpoint
 
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
-        raise ValueError(f"n_tokens must be a positive int, got {n_tokens!r}")
+    n_tokens = check_scalar(n_tokens, "n_tokens (random token rows)", int, min_val=1)
     arch = detect_architecture(open_checkpoint(path))
     H, d_h = arch.n_heads, arch.head_dim
     transformers.logging.set_verbosity_error()
@@ -141,17 +138,16 @@ class ModeComparison:
 
 def compare_modes(clean: ModelSpectra, paper: ModelSpectra, p: float) -> ModeComparison:
     """Compare the clean and paper spectra of one model (same matrices, same order)."""
-    _check_spectra(clean, "clean")
-    _check_spectra(paper, "paper")
-    if not (isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p <= 2):
-        raise ValueError(f"p must be a number in (0, 2], got {p!r}")
+    check_spectra(clean, "clean")
+    check_spectra(paper, "paper")
+    p = check_scalar(p, "p (a grid point in (0, 2])", float, min_val=0, max_val=2, include_boundaries="right")
     if len(clean.matrices) != len(paper.matrices):
         raise ValueError(f"clean has {len(clean.matrices)} matrices and paper {len(paper.matrices)}: "
                          "compare spectra of the same model")
     top_err, zeros, infl, per_head = 0.0, [], [], set()
     for c, q in zip(clean.matrices, paper.matrices):
-        if (c.layer, c.head, c.kind) != (q.layer, q.head, q.kind):
-            raise ValueError(f"matrix order differs: {c.label} vs {q.label}")
+        if (c.layer, c.head, c.matrix_type) != (q.layer, q.head, q.matrix_type):
+            raise ValueError(f"matrix order differs: {c.label()} vs {q.label()}")
         r = c.rank
         top_err = max(top_err, float(np.max(np.abs(c.sigma[:r] - q.sigma[:r]) / q.sigma[0])))
         if c.head >= 0:
@@ -171,20 +167,21 @@ def architecture_table(arch) -> str:
     try:
         row = (arch.family, arch.n_layers, arch.hidden, arch.n_heads, arch.head_dim, arch.d_ff)
     except AttributeError as exc:
-        raise TypeError(f"arch must be an ArchitectureSpec (from detect_architecture), got {type(arch).__name__}") from exc
+        raise TypeError(f"arch must be an ArchitectureSpec (from detect_architecture), "
+                        f"got {type(arch).__name__}") from exc
     return markdown_table(["family", "layers $L$", "hidden $N$", "heads $H$", "head dim $d_h$", "FFN width $d_{ff}$"],
                           [row], ["", "d", "d", "d", "d", "d"])
 
 
 def median_stable_ranks(spectra: ModelSpectra) -> dict:
     """Median stable rank ``‖W‖_F² / ‖W‖_2²`` per matrix type."""
-    _check_spectra(spectra)
-    return {k: float(np.median([m.stable_rank for m in spectra.select(k)])) for k in KINDS}
+    check_spectra(spectra)
+    return {t: float(np.median([m.stable_rank for m in spectra.select(t)])) for t in MULTI_HEAD_MATRIX_TYPES}
 
 
 def norm_ratio_medians(report: BoundReport) -> tuple[float, float]:
     """Medians over all matrices of ``‖W‖_{2,1}/‖W‖_2`` and ``‖W‖_{1,1}/‖W‖_{2,1}``."""
-    _check_report(report)
+    check_report(report)
     r21 = float(np.median([m.norm_21 / m.sigma1 for m in report.matrices]))
     r11 = float(np.median([m.norm_11 / m.norm_21 for m in report.matrices]))
     return r21, r11
@@ -214,8 +211,8 @@ def break_even_shifts(report: BoundReport, spectra: ModelSpectra) -> np.ndarray:
     Positive means ``p* = 0`` (as :func:`~bounds_lib.peeling.posthoc_choice` finds it), one entry per
     matrix in the report's order.
     """
-    _check_report(report)
-    _check_spectra(spectra)
+    check_report(report)
+    check_spectra(spectra)
     if len(report.matrices) != len(spectra.matrices):
         raise ValueError("report and spectra hold different numbers of matrices (score the same spectra)")
     N = report.N
@@ -225,9 +222,8 @@ def break_even_shifts(report: BoundReport, spectra: ModelSpectra) -> np.ndarray:
 
 def architecture_B_ours(L: int, N: int, H: int, d_h: int) -> float:
     """``B_ours = L(2H√(d_h N) + 2N) + √L``: its value when every ``p* = 0`` at full numerical rank."""
-    for name, v in (("L", L), ("N", N), ("H", H), ("d_h", d_h)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    L, N, H, d_h = (check_scalar(v, name, int, min_val=1) for v, name in
+                    ((L, "L (layers)"), (N, "N (hidden size)"), (H, "H (heads)"), (d_h, "d_h (head dimension)")))
     return L * (2 * H * math.sqrt(d_h * N) + 2 * N) + math.sqrt(L)
 
 
@@ -269,8 +265,13 @@ class ProxyRow:
     log10_B_ours: float
     log10_B_ours_rss: float
     log10_B_edelman: float
-    log10_B_edelman_11: float
+    log10_B_11: float
     pct_p_star_zero: float
+
+    @property
+    def log10_B_edelman_11(self) -> float:
+        """Old name of :attr:`log10_B_11` (read-only alias, kept for existing callers)."""
+        return self.log10_B_11
 
 
 def compare_settings(spectra_by_mode: dict, settings: Sequence[tuple]) -> list[ProxyRow]:
@@ -305,7 +306,7 @@ def settings_table(rows: Sequence[ProxyRow]) -> str:
     headers = ["mode", "$s$", r"$\gamma$", r"$\log_{10}B_{\rm ours}$", "rss",
                r"$\log_{10}B_{\rm Edelman}$", "$(1,1)$", r"$p^\ast=0$"]
     body = [(r.mode, _scale_tex(r.logit_scale), r"$+L_\varphi$" if r.gamma_L_phi else "released",
-             r.log10_B_ours, r.log10_B_ours_rss, r.log10_B_edelman, r.log10_B_edelman_11,
+             r.log10_B_ours, r.log10_B_ours_rss, r.log10_B_edelman, r.log10_B_11,
              f"{r.pct_p_star_zero:.0f}%") for r in rows]
     return markdown_table(headers, body, ["", "", "", ".2f", ".2f", ".2f", ".2f", ""], align="lllrrrrr")
 
@@ -317,155 +318,3 @@ def family_table(reports: dict) -> str:
              f"{100 * np.mean(r.p_stars == 0):.0f} %") for rid, r in items]
     return markdown_table(["checkpoint", "$L$", "$N$", r"$\log_{10}B_{\rm ours}$", r"$\log_{10}B_{\rm Edelman}$",
                            r"$p^\ast=0$"], body, ["", "d", "d", ".3f", ".3f", ""], align="lrrrrr")
-
-
-# --------------------------------------------------------------------------------------------
-# Figures (book style: call bounds_lib.style.use_book_style() first in a notebook)
-# --------------------------------------------------------------------------------------------
-def _layer_colorbar(fig, axes, layers, label="layer"):
-    """A discrete colour bar keyed to ``layers`` (viridis); returns the layer → colour function."""
-    import matplotlib.pyplot as plt
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import BoundaryNorm
-
-    layers = list(layers)
-    cmap = plt.get_cmap("viridis", len(layers))
-    norm = BoundaryNorm(np.arange(len(layers) + 1) - 0.5, len(layers))
-    cb = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, ticks=range(len(layers)), label=label,
-                      fraction=0.04, pad=0.02)
-    step = max(1, -(-len(layers) // 8))  # at most ~8 tick labels
-    cb.set_ticks(range(0, len(layers), step), labels=[str(layers[i]) for i in range(0, len(layers), step)])
-    index = {l: i for i, l in enumerate(layers)}
-    return lambda l: cmap(index[l])
-
-
-def figure_spectral_decay(spectra: ModelSpectra, layers=(0, 1, 2, 3)):
-    """``σ_i/σ_1`` against ``i`` for each matrix type (2×2 panels), colour = layer (colour bar)."""
-    from .style import book_subplots
-
-    _check_spectra(spectra)
-    layers = [l for l in layers if 0 <= l < spectra.L]
-    if not layers:
-        raise ValueError(f"no layer of {list(layers)} exists in a model with L = {spectra.L}")
-    fig, axes = book_subplots(2, 2, height=2.6, sharey=True)
-    colour = _layer_colorbar(fig, axes, layers)
-    for ax, kind in zip(axes.flat, KINDS):
-        for l in layers:
-            for m in spectra.select(kind, l):
-                s = m.sigma[m.sigma > 0] / m.sigma1
-                ax.semilogy(np.arange(1, s.size + 1), s, color=colour(l), lw=1.0, alpha=0.8)
-        ax.set_title(KIND_LABELS[kind])
-    for ax in axes[1]:
-        ax.set_xlabel("index $i$")
-    for ax in axes[:, 0]:
-        ax.set_ylabel(r"$\sigma_i/\sigma_1$")
-    return fig
-
-
-def figure_T_ratio(report: BoundReport):
-    """``T(W;p)/T(W;0)`` against ``p`` for every matrix (2×2 panels by type), colour = layer."""
-    from .style import book_subplots
-
-    _check_report(report)
-    fig, axes = book_subplots(2, 2, height=2.6, sharex=True, sharey=True)
-    colour = _layer_colorbar(fig, axes, range(report.L))
-    for ax, kind in zip(axes.flat, KINDS):
-        for m in report.select(kind):
-            ax.semilogy(report.grid, np.exp(m.log_T - m.log_T0), lw=1.0, alpha=0.6, color=colour(m.layer))
-        ax.axhline(1.0, color="k", lw=1.0, ls="--", label="ratio 1")
-        ax.set_title(KIND_LABELS[kind])
-    axes[0, 0].legend(loc="upper left")
-    for ax in axes[1]:
-        ax.set_xlabel("$p$")
-    for ax in axes[:, 0]:
-        ax.set_ylabel(r"$\mathcal{T}(W;p)/\mathcal{T}(W;0)$")
-    return fig
-
-
-def figure_norms(report: BoundReport):
-    """Spectral, (2,1) and (1,1) norms by layer and type, and the two norm ratios (2×2 panels)."""
-    from .style import book_subplots
-
-    _check_report(report)
-    fig, axes = book_subplots(2, 2, height=2.6, sharex=True)
-    panels = [(lambda m: m.sigma1, r"$\|W\|_2$"), (lambda m: m.norm_21, r"$\|W\|_{2,1}$"),
-              (lambda m: m.norm_11, r"$\|W\|_{1,1}$")]
-    for ax, (value, title) in zip(axes.flat, panels):
-        for i, kind in enumerate(KINDS):
-            ms = report.select(kind)
-            x = np.array([m.layer for m in ms]) + (i - 1.5) * 0.15
-            ax.semilogy(x, [value(m) for m in ms], "o", ms=4, alpha=0.7, color=f"C{i}", label=KIND_LABELS[kind])
-        ax.set_title(title)
-    ax = axes[1, 1]
-    for i, kind in enumerate(KINDS):
-        ms = report.select(kind)
-        x = np.array([m.layer for m in ms]) + (i - 1.5) * 0.15
-        ax.plot(x, [m.norm_11 / m.norm_21 for m in ms], "o", ms=4, alpha=0.7, color=f"C{i}")
-    ax.set_title(r"$\|W\|_{1,1}/\|W\|_{2,1}$")
-    for ax in axes[1]:
-        ax.set_xlabel("layer")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=len(KINDS))
-    return fig
-
-
-def figure_p_star_histogram(report: BoundReport):
-    """Histogram of the post hoc ``p*`` over all matrices, stacked by type."""
-    from .style import book_subplots
-
-    _check_report(report)
-    fig, ax = book_subplots(1, 1, height=3.0)
-    step = report.grid[1] if report.grid.size > 1 else 1.0
-    edges = np.append(report.grid, report.grid[-1] + step) - step / 2
-    data = [[m.p_star for m in report.select(k)] for k in KINDS]
-    ax.hist(data, bins=edges, stacked=True, label=[KIND_LABELS[k] for k in KINDS])
-    ax.set_xlabel(r"$p^\ast$ on the grid $\mathcal{P}_m$, " + f"$m = {round(1 / step)}$")
-    ax.set_ylabel("matrices")
-    ax.legend(loc="upper right")
-    return fig
-
-
-def figure_prefix_depth(spectra: ModelSpectra, options=None):
-    """``B_ours`` and ``B_Edelman`` of the first-k-layer prefixes, each divided by its value at k = 1.
-
-    These are prefixes of one trained model, **not** models trained at depth k.
-    """
-    from .style import book_subplots
-
-    _check_spectra(spectra)
-    ks = np.arange(1, spectra.L + 1)
-    reps = [score(spectra.prefix(int(k)), options) for k in ks]
-    fig, ax = book_subplots(1, 1, height=3.0)
-    for attr, lab in (("log_B_ours_sum", r"$B_{\rm ours}$"), ("log_B_edelman", r"$B_{\rm Edelman}$")):
-        v = np.array([getattr(r, attr) for r in reps])
-        ax.semilogy(ks, np.exp(v - v[0]), "o-", label=lab)
-    ax.set_xlabel("$k$ (first $k$ layers of one model)")
-    ax.set_ylabel("proxy / value at $k=1$")
-    ax.legend()
-    return fig
-
-
-def figure_scaling(reports: Sequence[BoundReport]):
-    """The paper's scaling figures from a family of checkpoints (2×2): each proxy against ``N`` at fixed
-    ``L`` (divided by its value at the smallest ``N``) and against ``L`` at fixed ``N``; log y."""
-    from .style import book_subplots
-
-    for r in reports:
-        _check_report(r, "every report")
-    by = {(r.L, r.N): r for r in reports}
-    Ls, Ns = sorted({k[0] for k in by}), sorted({k[1] for k in by})
-    fig, axes = book_subplots(2, 2, height=3.0)
-    for j, (attr, lab) in enumerate((("log_B_ours_sum", r"$B_{\rm ours}$"), ("log_B_edelman", r"$B_{\rm Edelman}$"))):
-        for ax, fixed, varied, key, fname, vname in (
-                (axes[0, j], Ls, Ns, lambda f, x: (f, x), "L", "$N$"),
-                (axes[1, j], Ns, Ls, lambda f, x: (x, f), "N", "$L$")):
-            for f in fixed:
-                xs = [x for x in varied if key(f, x) in by]
-                if len(xs) >= 2:
-                    v = np.array([getattr(by[key(f, x)], attr) for x in xs])
-                    ax.semilogy(xs, np.exp(v - v[0]), "o-", label=f"${fname} = {f}$")
-            ax.set_xlabel(vname)
-            ax.set_title(f"{lab} / value at smallest {vname}")
-            if ax.lines:
-                ax.legend()
-    return fig

@@ -154,7 +154,7 @@ def test_analyze_writes_reports_and_plots(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0
     assert "B_Edelman" in cap.out and "extension" in cap.out and "not computed" not in cap.out
-    assert "ETA" in cap.err
+    assert "12/12" in cap.err and "12/12" not in cap.out  # tqdm bar: 3 layers × 4 matrix groups, on stderr only
     rep = json.loads((out / "r.json").read_text())
     assert rep["mode"] == "paper" and rep["dtype"] == "float64"
     assert rep["options"]["logit_scale_value"] == pytest.approx(1 / np.sqrt(8))

