@@ -135,7 +135,12 @@ def loads_json(text, where: str, what: str = "JSON") -> object:
 
 
 def _nonneg_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    """Whether a header entry is a count (an integer ``>= 0``, never a bool) under the library's one rule."""
+    try:
+        check_scalar(x, "header entry", int, min_val=0)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def read_safetensors_header(path) -> tuple[int, dict]:
@@ -695,9 +700,11 @@ def _cfg(config: dict, *keys, default=None, required=True, what=""):
 
 
 def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(f"config.json: {name} must be a positive integer, got {value!r}")
-    return value
+    """``value`` checked by :func:`~bounds_lib.validation.check_scalar`; a bad config is a :class:`CheckpointError`."""
+    try:
+        return check_scalar(value, name, int, min_val=1)
+    except (TypeError, ValueError):  # a file's content, not an argument: one message, one error class
+        raise CheckpointError(f"config.json: {name} must be a positive integer, got {value!r}") from None
 
 
 def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = False) -> ArchitectureSpec:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .validation import check_scalar
+
 __all__ = [
     "STYLE_FILE",
     "SAVE_DPI",
@@ -84,12 +86,33 @@ def book_subplots(nrows: int = 1, ncols: int = 1, *, height: float | None = None
     **kwargs
         Passed to ``matplotlib.pyplot.subplots`` (``sharex``, ``sharey``, ...). ``figsize`` is
         computed and may not be given.
+
+    Returns
+    -------
+    (Figure, Axes or ndarray of Axes)
+        What ``plt.subplots`` returns.
+
+    Raises
+    ------
+    TypeError
+        ``nrows``/``ncols`` not integers or ``height`` not a real number.
+    ValueError
+        More than two columns, a size below 1, ``height <= 0``, or ``figsize`` given.
+
+    Examples
+    --------
+    >>> fig, axes = book_subplots(2, 2, height=2.0)
+    >>> axes.shape, tuple(fig.get_size_inches()) == (PAGE_WIDTH_IN, 4.0)
+    ((2, 2), True)
+    >>> book_subplots(1, 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ncols=3: the book shows at most 2 panels per row ...; use nrows=2, ncols=2
     """
     import matplotlib.pyplot as plt
 
-    for name, value in (("nrows", nrows), ("ncols", ncols)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    nrows = check_scalar(nrows, "nrows", int, min_val=1)
+    ncols = check_scalar(ncols, "ncols", int, min_val=1)
     if ncols > MAX_PANELS_PER_ROW:
         raise ValueError(
             f"ncols={ncols}: the book shows at most {MAX_PANELS_PER_ROW} panels per row (they "
@@ -99,8 +122,7 @@ def book_subplots(nrows: int = 1, ncols: int = 1, *, height: float | None = None
         raise ValueError("book_subplots sizes the figure for the page; pass height= instead of figsize=")
     if height is None:
         height = 3.6 if ncols == 1 else 3.0
-    if not height > 0:
-        raise ValueError(f"height must be positive (inches), got {height!r}")
+    height = check_scalar(height, "height (inches per row)", float, min_val=0, include_boundaries="neither")
     return plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH_IN, height * nrows), **kwargs)
 
 
