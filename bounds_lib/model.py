@@ -57,7 +57,8 @@ def _gelu_lipschitz() -> float:
     return 0.5 * (1.0 + math.erf(1.0)) + r * math.exp(-1.0) / math.sqrt(2.0 * math.pi)
 
 
-#: Global Lipschitz constants L_φ of the activations (for GELU Φ(√2) + √2 φ(√2) = 1.12890…; the released code rounds it up to 1.13).
+#: Global Lipschitz constants L_φ of the activations (for GELU Φ(√2) + √2 φ(√2) = 1.12890…; the released
+#: code rounds it up to 1.13).
 ACTIVATION_LIPSCHITZ = {"gelu": _gelu_lipschitz(), "relu": 1.0, "tanh": 1.0, "identity": 1.0}
 
 

@@ -1,6 +1,6 @@
 """Tables and figures of the trained-model chapters (7 and 8) from committed results files.
 
-The chapters read a results file (:func:`bounds_lib.experiments.load_results`), choose rows, and
+The chapters read a results file (:func:`bounds_lib.results.load_results`), choose rows, and
 call these functions; every number comes from the rows, every ranking carries its bootstrap interval
 (:mod:`bounds_lib.stats`). Figures use the book's style (:mod:`bounds_lib.style`): at most two panels
 per row, a legend for every colour.
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import experiments as E
 from . import stats as S
+from .results import proxy_value, variant_name
+from .scoring import SINGLE_HEAD_MATRIX_TYPES, single_head_proxies
 
 __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
            "label_pairs", "pstar_share", "plot_errors", "plot_scaling", "plot_proxy_vs_gap", "plot_pstar_share",
-           "plot_p_profile", "arch_count", "test_train_overlap", "CHOICES", "CHOICE_LABEL", "choice",
+           "plot_p_profile", "arch_count", "train_test_overlap", "CHOICES", "CHOICE_LABEL", "choice",
            "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra", "corrected_report"]
 
 #: results-file key -> label in figures (LaTeX)
@@ -41,27 +42,97 @@ BASELINES = ("train_error", "steps_taken")
 
 
 def measure(rows, name: str) -> np.ndarray:
-    """Values of measure ``name`` on ``rows`` (a proxy's log10, or ``train_error`` / ``steps_taken``)."""
+    """Values of measure ``name`` on ``rows``: a proxy's ``log10``, a baseline, or Chapter 5's ``log10 Θ``.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Results rows (:func:`bounds_lib.results.load_results`).
+    name : str
+        A proxy (a key of :data:`PROXIES`, or ``"mean_p_star"``; see
+        :func:`bounds_lib.results.proxy_value`), a baseline of :data:`BASELINES` (plain values), or
+        ``"corrected_theta"`` (``log10 Θ`` of the corrected theorem, :func:`corrected_report`; rows of
+        the Chapter 8 study only).
+
+    Returns
+    -------
+    numpy.ndarray
+        One value per row.
+
+    Raises
+    ------
+    KeyError
+        The rows do not store ``name`` (e.g. ``steps_taken`` outside the common-loss runs).
+
+    Examples
+    --------
+    >>> from bounds_lib.results import load_results
+    >>> rows = load_results("trained_grid")["rows"]
+    >>> L, N = rows[0]["config"]["L"], rows[0]["config"]["N"]
+    >>> bool(10 ** measure(rows[:1], "n_params")[0] == 3 * L * N * N + N)  # log10 of the parameter count
+    True
+    """
     if name == "corrected_theta":  # log10 Θ of Chapter 5's corrected theorem (study rows only)
         return np.array([corrected_report(r).log_Theta / np.log(10) for r in rows])
     if name in ("train_error", "steps_taken"):
         if any(name not in r for r in rows):
             raise KeyError(f"{name!r} is not stored in these rows (steps_taken: common-loss runs only)")
         return np.array([float(r[name]) for r in rows])
-    return np.array([E.proxy_value(r, name) for r in rows])
+    return np.array([proxy_value(r, name) for r in rows])
 
 
 def clusters(rows, keys=None) -> list:
-    """The configuration of every row without its seed (the bootstrap's clusters)."""
+    """The configuration of every row without its seed (the bootstrap's clusters).
+
+    ``keys`` (optional) keeps only those config keys. The result is the ``clusters`` argument of
+    :func:`bounds_lib.stats.bootstrap_weights`: models that differ only in the seed share a cluster.
+
+    >>> clusters([{"config": {"L": 1, "seed": 0}}, {"config": {"L": 1, "seed": 1}}])
+    [(('L', 1),), (('L', 1),)]
+    """
     return [tuple(sorted((k, v) for k, v in r["config"].items() if k != "seed"
                          and (keys is None or k in keys))) for r in rows]
 
 
-def interval_table(rows, names, W, hypers=E.HYPERPARAMETERS, fixed=(), target="gap_error") -> dict:
-    """``{name: {"overall", h…, "Psi": Interval, "wrong_h": (share, groups)…}}`` for every measure.
+def interval_table(rows, names, W, hypers=S.HYPERPARAMETERS, fixed=(), target="gap_error") -> dict:
+    """Kendall's τ, every ``ψ_h`` and ``Ψ`` with bootstrap intervals, for every measure (Chapters 7–8).
 
-    ``W``: bootstrap weights of ``rows`` (:func:`bounds_lib.stats.bootstrap_weights`).
-    ``wrong_h`` is the share of the groups along ``h`` where the measure ranks the gap backwards.
+    Parameters
+    ----------
+    rows : list of dict
+        Results rows.
+    names : sequence of str
+        Measures (:func:`measure`).
+    W : numpy.ndarray
+        Bootstrap weights of ``rows`` (:func:`bounds_lib.stats.bootstrap_weights`).
+    hypers : tuple of str
+        Hyperparameters of the granulated ψ (:data:`bounds_lib.stats.HYPERPARAMETERS`); ``()`` gives
+        only the overall τ.
+    fixed : tuple of str
+        Config keys held fixed within every group (e.g. ``("seed",)``).
+    target : str
+        The row key ranked against (the 0-1 error gap).
+
+    Returns
+    -------
+    dict
+        ``{name: {"overall": Interval, h: Interval…, "Psi": Interval, "wrong_h": (share, groups)…}}``;
+        ``wrong_h`` is the share of the groups along ``h`` where the measure ranks the gap backwards
+        (:func:`bounds_lib.stats.wrong_sign_share`).
+
+    Raises
+    ------
+    KeyError
+        A row lacks a measure or a config key.
+
+    Examples
+    --------
+    >>> from bounds_lib.results import load_results
+    >>> from bounds_lib.stats import bootstrap_weights
+    >>> real = [r for r in load_results("trained_grid")["rows"] if not r["config"]["random_labels"]]
+    >>> tab = interval_table(real, ["B_ours_sum"], bootstrap_weights(clusters(real), n_boot=100))
+    >>> sorted(tab["B_ours_sum"])
+    ['L', 'N', 'Psi', 'n_train', 'overall', 'wrong_L', 'wrong_N', 'wrong_n_train']
     """
     out = {}
     for k in names:
@@ -75,7 +146,32 @@ def interval_table(rows, names, W, hypers=E.HYPERPARAMETERS, fixed=(), target="g
 
 
 def markdown_table(table: dict, cols, labels=None) -> str:
-    """A Markdown table: one row per measure, one column per ``(key, header)`` of ``cols``."""
+    """A Markdown table of :func:`interval_table`: one row per measure, one column per ``(key, header)``.
+
+    Parameters
+    ----------
+    table : dict
+        ``{measure: {key: value}}``; an :class:`~bounds_lib.stats.Interval` is written as
+        ``+0.12 [-0.05, +0.30]``, a ``(share, groups)`` pair as ``0.50 of 12``, a number as ``+0.12``.
+    cols : sequence of (str, str)
+        The keys to show and their column headers.
+    labels : dict, optional
+        Row labels of the measures (default :data:`PLAIN`).
+
+    Returns
+    -------
+    str
+        The table (chapters display it with ``IPython.display.Markdown``).
+
+    Examples
+    --------
+    >>> from bounds_lib.stats import Interval
+    >>> print(markdown_table({"B_ours_sum": {"overall": Interval(0.2, -0.1, 0.4, 100), "wrong_N": (0.5, 12)}},
+    ...                      [("overall", "τ"), ("wrong_N", "wrong sign along N")]))
+    | measure | τ | wrong sign along N |
+    |---|---|---|
+    | B_ours (sum) | +0.20 [-0.10, +0.40] | 0.50 of 12 |
+    """
     labels = labels or PLAIN
     lines = ["| measure | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for k, t in table.items():
@@ -96,8 +192,12 @@ def label_pairs(rows, same=("L", "N", "n_train", "seed")) -> list:
 
 
 def pstar_share(rows) -> float:
-    """The share of all matrices of ``rows`` with ``p* > 0``."""
-    ps = [p for r in rows for a in E.MATRIX_TYPES for p in r["proxies"]["p_star"][a]]
+    """The share of all matrices of ``rows`` with ``p* > 0`` (Chapter 7: where the spectrum helps).
+
+    >>> pstar_share([{"proxies": {"p_star": {"QK": [0.0, 1.0], "V": [0.0, 0.0], "M": [2.0, 0.0]}}}])
+    0.3333333333333333
+    """
+    ps = [p for r in rows for a in SINGLE_HEAD_MATRIX_TYPES for p in r["proxies"]["p_star"][a]]
     return float(np.mean(np.array(ps) > 0))
 
 
@@ -149,10 +249,10 @@ def plot_scaling(rows, depths, widths, L_fix, N_fix, n, names=tuple(PROXIES)):
     at = {(r["config"]["L"], r["config"]["N"]): r for r in rows if r["config"]["n_train"] == n}
     fig, (a1, a2) = book_subplots(1, 2, height=3.4)
     for i, k in enumerate(names):
-        y = np.array([E.proxy_value(at[(L_fix, N)], k) for N in widths])
+        y = np.array([proxy_value(at[(L_fix, N)], k) for N in widths])
         style = "o-" if i < 7 else "s--"  # the colour cycle has seven colours
         a1.plot(widths, 10 ** (y - y[0]), style, color=f"C{i % 7}", label=PLAIN[k])
-        y = np.array([E.proxy_value(at[(L, N_fix)], k) for L in depths])
+        y = np.array([proxy_value(at[(L, N_fix)], k) for L in depths])
         a2.plot(depths, 10 ** (y - y[0]), style, color=f"C{i % 7}")
     a1.set(xscale="log", yscale="log", xlabel="width N", ylabel="relative to smallest", title=f"L = {L_fix}")
     a2.set(xscale="log", yscale="log", xlabel="depth L", title=f"N = {N_fix}")
@@ -187,8 +287,8 @@ def plot_proxy_vs_gap(groups: dict, names, table=None, target="gap_error", marke
 
 def plot_pstar_share(rows, depths, widths):
     """Share of matrices with ``p* > 0`` by depth (rows) and width (columns), one panel per matrix type."""
-    fig, axes = _panels(len(E.MATRIX_TYPES), height=2.7)
-    for ax, a in zip(axes, E.MATRIX_TYPES):
+    fig, axes = _panels(len(SINGLE_HEAD_MATRIX_TYPES), height=2.7)
+    for ax, a in zip(axes, SINGLE_HEAD_MATRIX_TYPES):
         frac = np.array([[np.mean(np.array([p for r in rows if (r["config"]["L"], r["config"]["N"]) == (L, N)
                                             for p in r["proxies"]["p_star"][a]]) > 0) for N in widths]
                          for L in depths])
@@ -209,13 +309,13 @@ def plot_p_profile(model):
     from .propagation import log_gamma, log_scale_K
     from .style import book_subplots
 
-    P = E.single_head_proxies(model)
+    P = single_head_proxies(model)
     grid = posthoc_grid(model.L, model.N)
     C = P["spectral_norms"]
     lg = log_gamma(C["M"], C["V"], C["QK"])
     la = np.log(10) * np.array(P["log10_alpha"])
     fig, ax = book_subplots(1, 1, height=3.4)
-    for i, a in enumerate(E.MATRIX_TYPES):
+    for i, a in enumerate(SINGLE_HEAD_MATRIX_TYPES):
         for l, b in enumerate(model.blocks):
             lK = float(np.atleast_1d(log_scale_K(np.atleast_1d(lg[a]), la, model.L))[l])
             ch = posthoc_choice(singular_values(getattr(b, f"W_{a}")), lK, model.N, grid)
@@ -227,8 +327,11 @@ def plot_p_profile(model):
     return fig
 
 
-def test_train_overlap(row) -> float:
-    """Share of a row's test inputs whose bit string is also a training input (0 for ``disjoint_test`` rows)."""
+def train_test_overlap(row) -> float:
+    """Share of a row's test inputs whose bit string is also a training input (0 for ``disjoint_test`` rows).
+
+    (Named ``train_test_overlap``, not ``test_…``, so that pytest never collects it as a test.)
+    """
     from .tasks import sample_bits
     from .training import TEST_STREAM, TRAIN_STREAM, TrainConfig
 
@@ -250,20 +353,20 @@ CHOICE_LABEL = {"plain": "plain (control)", "weight_decay": "weight decay", "nuc
 
 def choice(row) -> str:
     """The family of a study row's training choice (``plain``, ``weight_decay``, ``nuclear``, ``rank``)."""
-    return E.variant_name(row["config"]).split("=")[0]
+    return variant_name(row["config"]).split("=")[0]
 
 
 def with_variant(rows) -> list:
     """Rows whose config also holds ``variant`` (the training choice and strength), for grouping."""
-    return [{**r, "config": {**r["config"], "variant": E.variant_name(r["config"])}} for r in rows]
+    return [{**r, "config": {**r["config"], "variant": variant_name(r["config"])}} for r in rows]
 
 
 def pstar_table(rows) -> list:
     """``[(variant, n_matrices, share with p* > 0, mean train error, mean B_ours / (3LN+√L))]`` per variant."""
     out = []
-    for v in dict.fromkeys(E.variant_name(r["config"]) for r in rows):
-        rs = [r for r in rows if E.variant_name(r["config"]) == v]
-        n_mat = sum(len(r["proxies"]["p_star"][a]) for r in rs for a in E.MATRIX_TYPES)
+    for v in dict.fromkeys(variant_name(r["config"]) for r in rows):
+        rs = [r for r in rows if variant_name(r["config"]) == v]
+        n_mat = sum(len(r["proxies"]["p_star"][a]) for r in rs for a in SINGLE_HEAD_MATRIX_TYPES)
         ratio = np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in rs])
         out.append((v, n_mat, pstar_share(rs), float(np.mean([r["train_error"] for r in rs])), float(ratio)))
     return out
@@ -278,17 +381,17 @@ def plot_pstar_vs_strength(rows):
     fig, (a1, a2) = book_subplots(1, 2, height=3.2)
     plain = [r for r in rows if choice(r) == "plain"]
     for j, fam in enumerate(("weight_decay", "nuclear")):
-        for i, kind in enumerate(dict.fromkeys(r["config"]["kind"] for r in rows)):
-            rs = [r for r in rows if choice(r) == fam and r["config"]["kind"] == kind]
+        for i, task_kind in enumerate(dict.fromkeys(r["config"]["kind"] for r in rows)):
+            rs = [r for r in rows if choice(r) == fam and r["config"]["kind"] == task_kind]
             lam = sorted({r["config"][fam] for r in rs})
-            base = [r for r in plain if r["config"]["kind"] == kind]
+            base = [r for r in plain if r["config"]["kind"] == task_kind]
             share = [pstar_share(base)] + [pstar_share([r for r in rs if r["config"][fam] == x]) for x in lam]
             ratio = [np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in base])]
             ratio += [np.mean([10 ** (r["proxies"]["B_ours_sum"] - arch_count(r)) for r in rs if r["config"][fam] == x])
                       for x in lam]
             x = [lam[0] / 10] + lam  # the control drawn one decade below the weakest strength
             style = dict(color=f"C{j}", ls="-" if i == 0 else "--", marker="o" if i == 0 else "s")
-            a1.plot(x, share, label=f"{CHOICE_LABEL[fam]}, {kind}", **style)
+            a1.plot(x, share, label=f"{CHOICE_LABEL[fam]}, {task_kind}", **style)
             a2.plot(x, ratio, **style)
     for ax in (a1, a2):
         ax.set_xscale("log")
@@ -299,20 +402,20 @@ def plot_pstar_vs_strength(rows):
     return fig
 
 
-def plot_spectra(rows, variants, layer=1, kind_of_matrix="M"):
+def plot_spectra(rows, variants, layer=1, matrix_type="M"):
     """Singular values of one matrix type (sorted, over ``σ₁`` of the plain model) at initialisation
     (dashed) and after training (solid), mean over the given rows, one colour per variant."""
     from .style import book_subplots
 
     fig, ax = book_subplots(1, 1, height=3.4)
     for i, v in enumerate(variants):
-        rs = [r for r in rows if E.variant_name(r["config"]) == v]
-        after = np.mean([r["singular_values"][kind_of_matrix][layer] for r in rs], axis=0)
-        before = np.mean([r["init_singular_values"][kind_of_matrix][layer] for r in rs], axis=0)
+        rs = [r for r in rows if variant_name(r["config"]) == v]
+        after = np.mean([r["singular_values"][matrix_type][layer] for r in rs], axis=0)
+        before = np.mean([r["init_singular_values"][matrix_type][layer] for r in rs], axis=0)
         k = np.arange(1, after.size + 1)
         ax.plot(k, after, "o-", color=f"C{i}", ms=3, label=v)
         ax.plot(k, before, ":", color=f"C{i}")
-    ax.set(yscale="log", xlabel="index i", ylabel=f"σ_i of W^{kind_of_matrix}, layer {layer}")
+    ax.set(yscale="log", xlabel="index i", ylabel=f"σ_i of W^{matrix_type}, layer {layer}")
     ax.set_ylim(bottom=1e-4)  # clip numerical zeros of the factorised models (≈1e-16) off the axis
     ax.legend(title="solid: trained, dotted: initial", loc="upper right", ncol=2)
     return fig
@@ -321,7 +424,7 @@ def plot_spectra(rows, variants, layer=1, kind_of_matrix="M"):
 def corrected_report(row):
     """Chapter 5's corrected theorem (:func:`bounds_lib.theorem.corrected_bound`) on a Chapter 8 row's stored spectra.
 
-    The single-head model is read as the one-head BERT-layout checkpoint :func:`bounds_lib.experiments.save_model`
+    The single-head model is read as the one-head BERT-layout checkpoint :func:`bounds_lib.results.save_model`
     writes: ``QK = W_QK``, ``Ṽ = W_V``, ``M_in = I``, ``M_out = W_M``. The theorem then also counts the fixed
     identity ``M_in`` of every block as a matrix, so the value bounds the same network, a little more loosely
     than a single-head statement would. ``n`` is the training-set size, ``T`` the number of tokens (bits + [CLS]),

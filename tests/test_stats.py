@@ -1,4 +1,5 @@
-"""Bootstrap intervals for Kendall's tau and psi, the ICC and the sign check (Chapters 7-8)."""
+"""Rank statistics (Kendall's tau, the granulated psi, scaling slopes), their bootstrap intervals, the ICC and
+the sign check (bounds_lib.stats, Chapters 7-8)."""
 import math
 
 import numpy as np
@@ -6,8 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import kendalltau
 
-from bounds_lib import stats as S
-from bounds_lib.experiments import granulated_kendall
+from bounds_lib import results as R, stats as S
 
 
 @settings(max_examples=60, deadline=None)
@@ -54,7 +54,7 @@ def test_granulated_intervals_point_values_equal_granulated_kendall():
     m = np.array([r["m"] for r in rows])
     W = S.bootstrap_weights([(r["config"]["L"], r["config"]["N"], r["config"]["n_train"]) for r in rows], 300)
     got = S.granulated_intervals(rows, m, W, ("L", "N", "n_train"), fixed=("seed",))
-    ref = granulated_kendall(rows, lambda r: r["m"], fixed=("seed",))
+    ref = S.granulated_kendall(rows, lambda r: r["m"], fixed=("seed",))
     for k in ("overall", "L", "N", "n_train", "Psi"):
         assert math.isclose(got[k].value, ref[k], abs_tol=1e-12), k
         assert got[k].lo <= got[k].value <= got[k].hi or k == "n_train"
@@ -86,3 +86,90 @@ def test_icc_closed_form():
         S.intraclass_correlation([1, 2, 3], "abc")
     iv = S.icc_interval([1, 1.1, 2, 2.1, 3, 3.1, 4, 4.1], "aabbccdd", n_boot=200)
     assert iv.value > 0.9 and iv.lo > 0.5
+
+
+# ----------------------------------------------------------------------------- point estimates
+
+def _grid_rows(gap):
+    rows = []
+    for L in (1, 2):
+        for N in (4, 8, 16):
+            for n in (10, 20):
+                rows.append({"config": {"L": L, "N": N, "n_train": n}, "gap_error": gap(L, N, n),
+                             "proxies": {"B_ours_sum": math.log10(L * N / n)}})
+    return rows
+
+
+def test_granulated_kendall_closed_form():
+    keys = ("overall", "L", "N", "n_train", "Psi")
+    perfect = S.granulated_kendall(_grid_rows(lambda L, N, n: L * N / n), lambda r: R.proxy_value(r, "B_ours_sum"))
+    assert all(math.isclose(perfect[k], 1.0) for k in keys)
+    assert (perfect["groups_L"], perfect["groups_N"], perfect["groups_n_train"]) == (6, 4, 6)
+    reverse = S.granulated_kendall(_grid_rows(lambda L, N, n: -L * N / n), lambda r: R.proxy_value(r, "B_ours_sum"))
+    assert all(math.isclose(reverse[k], -1.0) for k in keys)
+    # a measure blind to n (the parameter count) ranks nothing within a group that varies n: τ = 0
+    blind = S.granulated_kendall(_grid_rows(lambda L, N, n: L * N / n),
+                                 lambda r: math.log10(r["config"]["L"] * r["config"]["N"]))
+    assert blind["n_train"] == 0.0 and blind["groups_n_train"] == 6 and math.isclose(blind["L"], 1.0)
+    # a gap that depends on n only: within-depth and within-width groups the gap is constant (τ undefined)
+    only_n = S.granulated_kendall(_grid_rows(lambda L, N, n: 1.0 / n), lambda r: R.proxy_value(r, "B_ours_sum"))
+    assert math.isnan(only_n["L"]) and math.isnan(only_n["N"]) and math.isclose(only_n["n_train"], 1.0)
+    assert math.isclose(only_n["Psi"], 1.0)
+
+
+def test_scaling_slopes_closed_form():
+    rows = _grid_rows(lambda L, N, n: 0.0)
+    assert math.isclose(S.scaling_slopes(rows, "B_ours_sum", "N"), 1.0)
+    assert math.isclose(S.scaling_slopes(rows, "B_ours_sum", "L"), 1.0)
+    assert math.isclose(S.scaling_slopes(rows, "B_ours_sum", "n_train"), -1.0)
+
+
+def test_granulated_kendall_fixed_keys_split_groups():
+    # two seeds: within each seed the measure ranks the gap perfectly, but seed 1 shifts every gap up,
+    # so pooling the seeds in one group would mix concordant and discordant pairs
+    rows = []
+    for seed in (0, 1):
+        for r in _grid_rows(lambda L, N, n: L * N / n):
+            r = {**r, "config": {**r["config"], "seed": seed}, "gap_error": r["gap_error"] + 10 * seed}
+            r["proxies"] = {"B_ours_sum": r["proxies"]["B_ours_sum"] - seed}
+            rows.append(r)
+    def m(r):
+        return R.proxy_value(r, "B_ours_sum")
+
+    split = S.granulated_kendall(rows, m, fixed=("seed",))
+    assert all(math.isclose(split[k], 1.0) for k in ("L", "N", "n_train", "Psi"))
+    assert (split["groups_L"], split["groups_N"], split["groups_n_train"]) == (12, 8, 12)
+    pooled = S.granulated_kendall(rows, m)
+    assert pooled["L"] < 1.0 and pooled["groups_L"] == 6
+
+
+def test_kendall_tau_is_scipys_and_refuses_bad_input():
+    x, y = [3.0, 1.0, 2.0, 5.0, 4.0], [2.0, 1.0, 2.0, 4.0, 5.0]
+    assert S.kendall_tau(x, y) == kendalltau(x, y).statistic
+    assert math.isnan(S.kendall_tau([1.0], [2.0])) and math.isnan(S.kendall_tau([1, 2], [3, 3]))
+    with pytest.raises(ValueError, match="same shape"):
+        S.kendall_tau([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="contains NaN"):
+        S.kendall_tau([1, 2, np.nan], [1, 2, 3])
+    with pytest.raises(TypeError, match="must be numeric"):
+        S.kendall_tau([True, False], [1, 2])
+
+
+def test_bootstrap_parameters_wrong_type_or_value():
+    with pytest.raises(TypeError, match="n_boot .* must be an integer, got float"):
+        S.bootstrap_weights("ab", n_boot=10.0)
+    with pytest.raises(ValueError, match="n_boot .* == 0"):
+        S.bootstrap_weights("ab", n_boot=0)
+    with pytest.raises(TypeError, match="seed must be an integer, got bool"):
+        S.bootstrap_weights("ab", seed=True)
+    with pytest.raises(ValueError, match="at least one row"):
+        S.bootstrap_weights([])
+    W = S.bootstrap_weights("aabb", n_boot=20)
+    with pytest.raises(ValueError, match="level .* must be < 1"):
+        S.kendall_interval([1, 2, 3, 4], [1, 2, 4, 3], W, level=1.0)
+    with pytest.raises(ValueError, match="same rows"):
+        S.kendall_interval([1, 2, 3], [1, 2, 4], W)
+    with pytest.raises(TypeError, match="needs an Interval"):
+        S.check_sign(0.5, "+")
+    with pytest.raises(TypeError, match="n_boot"):
+        S.icc_interval([1, 1.1, 2, 2.1], "aabb", n_boot=2.5)

@@ -219,7 +219,8 @@ def test_halfspace_labels_closed_form():
 
     v = halfspace_weights(3, seed=0)
     bits = np.array([[1, 1, 1], [-1, -1, -1], [1, -1, 1]], dtype=float)
-    assert boolean_labels(bits, np.arange(3), "halfspace", seed=0).tolist() == np.where(bits @ v >= 0, 1.0, -1.0).tolist()
+    expected = np.where(bits @ v >= 0, 1.0, -1.0)
+    assert boolean_labels(bits, np.arange(3), "halfspace", seed=0).tolist() == expected.tolist()
     # the two constant strings always get opposite labels (a linear form without offset)
     assert boolean_labels(bits[:2], np.arange(3), "halfspace", seed=0).sum() == 0
     X, y, b = sample(BooleanTask(kind="halfspace", T=6, s=6, N=4, seed=1), 200, 0)

@@ -1,0 +1,80 @@
+"""Results files and single-head checkpoints (bounds_lib.results): the checkpoint round trip, refusing
+files of another version or corrupted ones, and the committed files loading from the package (Chapters 7–8)."""
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+from bounds_lib import results as R
+from bounds_lib.model import forward, random_transformer
+from bounds_lib.results import load_model, save_model
+from bounds_lib.scoring import single_head_proxies
+from bounds_lib.training import TrainConfig, train
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT / "bounds_lib" / "data"
+COMMITTED = DATA / "trained_grid.json"
+
+
+def test_checkpoint_path_gives_the_same_proxies(tmp_path):
+    torch.set_num_threads(1)
+    res = train(TrainConfig(L=2, N=8, n_train=32, T=8, s=3, steps=10, n_test=64, seed=1))
+    model = res.model
+    save_model(model, tmp_path / "ck", meta={"note": "test"})
+    back = load_model(tmp_path / "ck")
+    for a, b in zip(model.blocks, back.blocks):
+        assert np.array_equal(a.W_QK, b.W_QK) and np.array_equal(a.W_V, b.W_V) and np.array_equal(a.W_M, b.W_M)
+    assert np.array_equal(model.w, back.w)
+    assert single_head_proxies(back) == single_head_proxies(model)
+    X = np.random.default_rng(0).standard_normal((5, 9, 8))
+    assert np.array_equal(forward(back, X), forward(model, X))
+    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert cfg["model_type"] == "bert" and cfg["num_attention_heads"] == 1
+
+
+def test_checkpoint_reader_rejects_multihead(tmp_path):
+    from bounds_lib.checkpoints import CheckpointError
+
+    save_model(random_transformer(1, 4, np.random.default_rng(0)), tmp_path / "ck")
+    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
+    cfg["num_attention_heads"] = 2
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="single-head"):
+        load_model(tmp_path / "ck")
+
+
+def test_results_from_another_version_or_corrupted_are_refused(tmp_path):
+    good = json.loads(COMMITTED.read_text())
+    R.check_results(good)
+    cases = {
+        "old.json": ({**good, "metadata": {k: v for k, v in good["metadata"].items() if k != "schema"}},
+                     "schema None is not supported"),
+        "future.json": ({**good, "metadata": {**good["metadata"], "schema": "bounds_lib.trained-results/2"}},
+                        "not supported"),
+        "cut.json": ({**good, "rows": good["rows"][:-3]}, "n_rows = 80 but the file holds 77"),
+        "partial.json": ({**good, "metadata": {**good["metadata"], "partial": True}}, "partial results file"),
+        "noproxy.json": ({**good, "rows": [{**good["rows"][0], "proxies": {}}] + good["rows"][1:]},
+                         "row 0 lacks the proxies"),
+        "nan.json": ({**good, "rows": [{**good["rows"][0], "gap_error": float("nan")}] + good["rows"][1:]},
+                     "non-finite"),
+    }
+    for name, (data, msg) in cases.items():
+        (tmp_path / name).write_text(json.dumps(data))
+        with pytest.raises(R.ResultsError, match=msg):
+            R.read_results(tmp_path / name)
+    (tmp_path / "broken.json").write_text(COMMITTED.read_text()[:5000])
+    with pytest.raises(R.ResultsError, match="corrupted results file"):
+        R.read_results(tmp_path / "broken.json")
+    with pytest.raises(R.ResultsError, match="cannot read"):
+        R.read_results(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="available"):
+        R.load_results("no_such_results")
+
+
+def test_committed_results_load_from_the_package():
+    for name, file in R.RESULTS_FILES.items():
+        if (DATA / file).is_file():
+            d = R.load_results(name)
+            assert d["metadata"]["n_rows"] == len(d["rows"])

@@ -1,0 +1,74 @@
+"""The proxies of the paper's single-head model (bounds_lib.scoring.single_head_proxies, Chapter 7): closed
+forms on scaled identities, and agreement with the multi-head path of Chapter 6 on the saved checkpoint."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bounds_lib.model import Block, SingleHeadTransformer
+from bounds_lib.results import save_model
+from bounds_lib.scoring import single_head_proxies
+from bounds_lib.training import TrainConfig, train
+
+
+def scaled_identity(L, N, c):
+    I = c * np.eye(N)
+    return SingleHeadTransformer(tuple(Block(I, I, I) for _ in range(L)), np.ones(N) / np.sqrt(N))
+
+
+@pytest.mark.parametrize("N", [4, 16])
+def test_proxies_closed_form_large_weights(N):
+    # c = 2, L = 1: K_QK = 2·c² = 8, K_V = c = 2, K_M = 1; c·K > 1 so p* = 0 and T* = √(rank·N) = N
+    c = 2.0
+    P = single_head_proxies(scaled_identity(1, N, c))
+    assert P["p_star"] == {"QK": [0.0], "V": [0.0], "M": [0.0]}
+    assert math.isclose(10 ** P["B_ours_sum"], 3 * N + 1, rel_tol=1e-12)
+    assert math.isclose(10 ** P["B_ours_rss"], math.sqrt(3) * N + 1, rel_tol=1e-12)
+    xi = (c * c * c * N) ** (2 / 3) + (c * c * N) ** (2 / 3) + (c * N) ** (2 / 3)
+    assert math.isclose(10 ** P["B_edelman"], (1 + xi) ** 1.5, rel_tol=1e-12)
+    assert math.isclose(10 ** P["B_11"], (1 + xi) ** 1.5, rel_tol=1e-12)  # ‖cI‖_{1,1} = ‖cI‖_{2,1}
+    assert math.isclose(10 ** P["prod_spectral"], c**3, rel_tol=1e-12)
+    assert math.isclose(10 ** P["sum_frobenius"], 3 * c * math.sqrt(N), rel_tol=1e-12)
+    assert math.isclose(10 ** P["n_params"], 3 * N * N + N, rel_tol=1e-12)
+
+
+def test_proxies_closed_form_small_weights_and_depth_weight():
+    # c = 1/2: every c·K < 1, so T(p) = N (cK)^{p/(p+2)} decreases in p and p* = 2 for all matrices
+    N, c = 8, 0.5
+    P = single_head_proxies(scaled_identity(1, N, c))
+    assert P["p_star"] == {"QK": [2.0], "V": [2.0], "M": [2.0]}
+    T = [N * (c * 2 * c * c) ** 0.5, N * (c * c) ** 0.5, N * c**0.5]
+    assert math.isclose(10 ** P["B_ours_sum"], sum(T) + 1, rel_tol=1e-12)
+    # L = 2: α^{(0)} = Λ_1 = 1.13 · c · c · (1 + 4c) (released constants), α^{(1)} = 1
+    P2 = single_head_proxies(scaled_identity(2, N, 2.0))
+    assert math.isclose(10 ** P2["log10_alpha"][0], 1.13 * 4 * 9, rel_tol=1e-12)
+    assert P2["log10_alpha"][1] == 0.0
+
+
+def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
+    """bounds_lib.proxies.analyze (the BERT path of Chapter 6) on the saved one-head checkpoint.
+
+    The checkpoint stores M_in = I, so per-matrix T* and p* of QK, Ṽ = W_V and M_out = W_M must equal
+    the single-head ones, and B_ours (sum) must equal ours once the identity M_in terms are removed.
+    """
+    from scipy.special import logsumexp
+
+    from bounds_lib.proxies import analyze
+
+    torch.set_num_threads(1)
+    model = train(TrainConfig(L=3, N=8, n_train=32, T=8, s=3, steps=10, n_test=64, seed=2)).model
+    save_model(model, tmp_path / "ck")
+    rep = analyze(str(tmp_path / "ck"), mode="paper")
+    ours = single_head_proxies(model)
+    kind_of = {"QK": "QK", "V": "V", "M_out": "M"}
+    for m in rep.matrices:
+        if m.kind == "M_in":
+            assert m.sigma1 == 1.0
+            continue
+        a = kind_of[m.kind]
+        assert m.p_star == ours["p_star"][a][m.layer]
+        assert math.isclose(m.log_T_star / math.log(10), ours["log10_T_star"][a][m.layer], rel_tol=1e-12)
+    log_T = [m.log_T_star for m in rep.matrices if m.kind != "M_in"]
+    ours_sum = float(np.logaddexp(logsumexp(log_T), 0.5 * math.log(model.L))) / math.log(10)
+    assert math.isclose(ours_sum, ours["B_ours_sum"], rel_tol=1e-12)
