@@ -237,7 +237,13 @@ class TensorSource:
 
     description: str = ""
     config: dict
-    kind: str = ""
+    #: Where the tensors are stored: ``"safetensors"``, ``"pytorch-bin"`` or ``"in-memory"``.
+    storage: str = ""
+
+    @property
+    def kind(self) -> str:
+        """Old name of :attr:`storage` (read-only alias, kept for existing callers)."""
+        return self.storage
 
     def names(self) -> list[str]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -290,7 +296,7 @@ class TensorSource:
 class SafetensorsSource(TensorSource):
     """One or several (sharded, ``model.safetensors.index.json``) safetensors files."""
 
-    kind = "safetensors"
+    storage = "safetensors"
 
     def __init__(self, files, config: dict, description: str = "", weight_map: Mapping | None = None):
         self._init_files(files, config, description)
@@ -363,7 +369,7 @@ class _MappingSource(TensorSource):
 class TorchBinSource(_MappingSource):
     """Legacy PyTorch ``pytorch_model.bin`` files (loaded with ``weights_only=True``, memory-mapped)."""
 
-    kind = "pytorch-bin"
+    storage = "pytorch-bin"
 
     def __init__(self, files, config: dict, description: str = "", weight_map: Mapping | None = None):
         import torch
@@ -394,7 +400,7 @@ class TorchBinSource(_MappingSource):
 class StateDictSource(_MappingSource):
     """An in-memory state dict (torch tensors or NumPy arrays) with its config."""
 
-    kind = "in-memory"
+    storage = "in-memory"
 
     def __init__(self, state_dict: Mapping, config: dict, description: str = "in-memory state dict"):
         self._tensors = dict(state_dict)

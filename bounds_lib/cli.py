@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "run_metadata", "format_table", "write_atomic", "OutputSet"]
+# The console script is the interface; the helpers below are internal (tests reach them by name).
+__all__ = ["main"]
 
 PROG = "bounds-lib"
 
@@ -178,18 +179,6 @@ def _unlink_quietly(path):
         pass
 
 
-def write_atomic(path, data: str | bytes):
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``
-    (an existing file keeps its mode; a symbolic link is written through)."""
-    out = OutputSet()
-    try:
-        out.add(path, data)
-        out.commit()
-    except BaseException:
-        out.rollback()
-        raise
-
-
 def run_metadata(args, extra=None) -> dict:
     """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
     import numpy
@@ -239,6 +228,8 @@ def format_table(report) -> str:
     """Per-layer terminal table plus the model-level proxies."""
     import numpy as np
 
+    from .scoring import MULTI_HEAD_MATRIX_TYPES
+
     a = report.arch
     lines = [f"{report.source}",
              f"  {a.model_type}: L={a.n_layers} N={a.hidden} heads={a.n_heads} kv_heads={a.n_kv_heads} "
@@ -249,7 +240,7 @@ def format_table(report) -> str:
             f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 α':>8} {'mean p*':>8} {'Σ 𝒯*':>10}")
     lines += [head, "-" * len(head)]
     for l in range(report.L):
-        ms = {k: report.select(k, l) for k in ("QK", "V", "M_in", "M_out")}
+        ms = {t: report.select(t, l) for t in MULTI_HEAD_MATRIX_TYPES}
         allm = report.select(layer=l)
         lines.append(
             f"{l:>5} {max(m.sigma1 for m in ms['QK']):>10.4g} {max(m.sigma1 for m in ms['V']):>10.4g} "

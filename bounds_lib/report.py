@@ -36,8 +36,9 @@ from .scoring import MULTI_HEAD_MATRIX_TYPES, BoundReport, check_report, score
 from .spectra import ModelSpectra, check_spectra
 from .validation import check_scalar
 
+# The figures (and KIND_LABELS) imported above from bounds_lib.plotting stay importable from here but are
+# documented there only: they are not part of this module's __all__.
 __all__ = [
-    "KIND_LABELS",
     "LogitCheck",
     "ModeComparison",
     "ProxyRow",
@@ -53,12 +54,6 @@ __all__ = [
     "settings_table",
     "family_table",
     "markdown_table",
-    "figure_spectral_decay",
-    "figure_T_ratio",
-    "figure_norms",
-    "figure_p_star_histogram",
-    "figure_prefix_depth",
-    "figure_scaling",
 ]
 
 # --------------------------------------------------------------------------------------------

@@ -473,6 +473,6 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                     mats.extend(pending.popleft().result())
             while pending:
                 mats.extend(pending.popleft().result())
-    meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.kind}
+    meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.storage}
     return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)
 

@@ -322,3 +322,20 @@ def test_parallel_layers_give_identical_spectra(mode):
     assert score(seq).log_B_ours_sum == score(par).log_B_ours_sum
     with pytest.raises(ValueError, match="jobs"):
         compute_spectra(path, n_layers=1, jobs=-1)
+
+
+def test_in_memory_model_and_storage_name():
+    """A state dict in memory is analysed like a saved checkpoint; where it came from is recorded."""
+    from bounds_lib.checkpoints import open_checkpoint, random_bert_state_dict
+
+    sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16, seed=1)
+    src = open_checkpoint(sd, config=cfg)
+    assert src.storage == "in-memory" and src.kind == src.storage  # old name kept as an alias
+    sp = compute_spectra(sd, config=cfg)
+    assert sp.meta["source_kind"] == "in-memory"  # the stored key is unchanged
+    assert [m.matrix_type for m in sp.select(layer=1)] == ["QK", "QK", "V", "V", "M_in", "M_out"]
+    with pytest.raises(TypeError, match="n_layers"):
+        random_bert_state_dict(n_layers=2.0)
+    with pytest.raises(ValueError, match="does not divide"):
+        random_bert_state_dict(hidden=9, n_heads=2)
+
