@@ -40,6 +40,7 @@ import make_notebooks as mk  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.book,
     pytest.mark.skipif(not (BUILD / ".jupyter_cache").is_dir() or not (BUILD / "html").is_dir(),
                        reason="needs the book build (_build with .jupyter_cache and html): `make book` or `make test`"),
 ]

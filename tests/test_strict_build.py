@@ -52,7 +52,10 @@ def build(tmp_path, body):
                           capture_output=True, text=True, timeout=300, env=env)
 
 
-pytestmark = pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not installed in this environment")
+pytestmark = [
+    pytest.mark.slow,  # four scratch book builds, ~30 s
+    pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not installed in this environment"),
+]
 
 
 def test_clean_page_builds(tmp_path):
