@@ -116,16 +116,10 @@ _SEARCH_SUMMARY_JS = (
 
 
 def latex_macros(mathjax3_config) -> str:
-    """LaTeX preamble lines defining the book's MathJax macros (one source: ``_config.yml``)."""
-    macros = ((mathjax3_config or {}).get("tex") or {}).get("macros") or {}
-    lines = []
-    for name, body in macros.items():
-        nargs, body = (body[1], body[0]) if isinstance(body, (list, tuple)) else (0, body)
-        args = f"[{nargs}]" if nargs else ""
-        # MathJax accepts `L_\cL`; LaTeX needs the body as one group (operator names keep spacing).
-        if not body.startswith("\\operatorname"):
-            body = "{" + body + "}"
-        lines.append(f"\\providecommand{{\\{name}}}{{}}\\renewcommand{{\\{name}}}{args}{{{body}}}")
+    """LaTeX preamble lines defining the book's MathJax macros (one source: ``_config.yml``; one
+    renderer: :func:`make_notebooks.newcommands`)."""
+    macros = make_notebooks.macros_of(mathjax3_config)
+    lines = [make_notebooks.newcommands(macros, latex=True)] if macros else []
     # Formulas in headings also go into PDF bookmarks, where unicode-math's Greek letters
     # (\mitvarphi, ...) are an error: spell the letters as Unicode text there.
     greek = ("alpha beta gamma delta epsilon varepsilon zeta eta theta kappa lambda mu nu xi pi rho sigma tau phi "

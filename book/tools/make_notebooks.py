@@ -98,23 +98,39 @@ def pages_url(repo_url: str) -> str:
     return f"https://{owner.lower()}.github.io/{name}"
 
 
+def macros_of(mathjax3_config) -> dict:
+    """The TeX macros of a ``mathjax3_config`` mapping (``tex.macros``; ``{}`` when there are none)."""
+    return ((mathjax3_config or {}).get("tex") or {}).get("macros") or {}
+
+
 def mathjax_macros(config: Path = ROOT / "_config.yml") -> dict:
     """The book's TeX macros (``sphinx.config.mathjax3_config.tex.macros`` of ``_config.yml``)."""
     try:
-        return _yaml(config)["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"] or {}
-    except (OSError, ImportError, KeyError, TypeError):
+        return macros_of(_yaml(config)["sphinx"]["config"]["mathjax3_config"])
+    except (OSError, ImportError, KeyError, TypeError, AttributeError):
         return {}
 
 
-def newcommands(macros: dict) -> str:
-    """``\\newcommand`` definitions of the macros (the one renderer used by every notebook)."""
+def newcommands(macros: dict, *, latex: bool = False) -> str:
+    """The book's macros as TeX definitions — the one renderer (notebooks' macros cell, PDF preamble).
+
+    ``macros`` maps a name to its body, or to ``[body, number of arguments]`` (MathJax's form).
+    MathJax (``latex=False``): ``\\newcommand{\\name}[n]{body}``, concatenated. LaTeX (``latex=True``,
+    ``book_reader``'s PDF preamble): ``\\providecommand{\\name}{}\\renewcommand{\\name}[n]{{body}}``, one
+    per line; the body is one group there (MathJax accepts ``L_\\cL``, LaTeX needs ``L_{\\cL}``),
+    except ``\\operatorname`` bodies, which keep their operator spacing.
+    """
     defs = []
     for name, body in macros.items():
-        if isinstance(body, (list, tuple)):
-            defs.append(f"\\newcommand{{\\{name}}}[{body[1]}]{{{body[0]}}}")
-        else:
-            defs.append(f"\\newcommand{{\\{name}}}{{{body}}}")
-    return "".join(defs)
+        nargs, body = (body[1], body[0]) if isinstance(body, (list, tuple)) else (0, body)
+        args = f"[{nargs}]" if nargs else ""
+        if not latex:
+            defs.append(f"\\newcommand{{\\{name}}}{args}{{{body}}}")
+            continue
+        if not body.startswith("\\operatorname"):
+            body = "{" + body + "}"
+        defs.append(f"\\providecommand{{\\{name}}}{{}}\\renewcommand{{\\{name}}}{args}{{{body}}}")
+    return ("\n" if latex else "").join(defs)
 
 
 def toc_chapters(root: Path = ROOT) -> dict[str, int]:
@@ -983,19 +999,20 @@ _FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}")
 def strip_solutions(nb):
     """Return ``(nb, n)``: the notebook with every solution removed and the number removed.
 
-    Runs on the MyST source: gated solutions (``solution-start`` … ``solution-end`` with the code
+    Runs on the MyST source: cells tagged ``solution`` are dropped (nbconvert's
+    ``TagRemovePreprocessor``); gated solutions (``solution-start`` … ``solution-end`` with the code
     and markdown between them) become a placeholder line and an empty code cell to answer in;
-    ``{solution}`` blocks become the placeholder line; cells tagged ``solution`` are dropped.
+    ``{solution}`` blocks become the placeholder line.
     """
-    cells, inside, count = [], False, 0
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    count = sum(SOLUTION_TAG in _tags(c) for c in nb.cells)
+    nb, _ = TagRemovePreprocessor(remove_cell_tags={SOLUTION_TAG}).preprocess(nb, {})
+    cells, inside = [], False
     for cell in nb.cells:
         if cell.cell_type != "markdown":
-            if inside:
-                continue
-            if SOLUTION_TAG in _tags(cell):
-                count += 1
-                continue
-            cells.append(cell)
+            if not inside:
+                cells.append(cell)
             continue
         lines, i, buf = cell.source.splitlines(keepends=True), 0, []
 
@@ -1069,8 +1086,9 @@ def convert(src: ChapterSource, index: BookIndex, bib: Bibliography, *, edition:
         ex = [c for c in executed.cells if c.cell_type == "code"]
         mine = [c for c in nb.cells if c.cell_type == "code"]
         for c, e in zip(mine, ex):
-            c.outputs = [o for o in e.get("outputs", []) if "scrapbook" not in o.get("metadata", {})]
+            c.outputs = list(e.get("outputs", []))
             c.execution_count = e.get("execution_count")
+        strip_glue_outputs(nb)
     removed = 0
     if edition == "student":
         nb, removed = strip_solutions(nb)
