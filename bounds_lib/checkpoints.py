@@ -575,11 +575,46 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
 
 def open_checkpoint(model, *, config: Mapping | None = None, allow_download: bool | None = None,
                     download_timeout: float | None = None) -> TensorSource:
-    """Open ``model`` as a :class:`TensorSource`.
+    """Open ``model`` as a :class:`TensorSource` (Chapter 6): nothing but the header and config is read.
 
-    ``model`` may be a local directory (``str`` / ``Path``), a Hub id such as
-    ``"google/bert_uncased_L-2_H-128_A-2"`` (see :func:`resolve_hub_id`), a ``torch.nn.Module`` with a
-    ``.config`` (any Hugging Face model), a state dict (pass ``config=``), or an existing source.
+    Parameters
+    ----------
+    model : str, os.PathLike, torch.nn.Module, mapping or TensorSource
+        A local model directory (``config.json`` plus safetensors or PyTorch weights, sharded or not);
+        a Hub id such as ``"google/bert_uncased_L-2_H-128_A-2"`` resolved through the local cache
+        (:func:`resolve_hub_id`); a ``torch.nn.Module`` with a ``.config`` (any Hugging Face model); a
+        state dict ``{name: tensor or array}`` (pass ``config=``); or an existing source (returned).
+    config : mapping, optional
+        The model's ``config.json`` content, for a state dict (overrides a module's ``.config``).
+    allow_download : bool, optional
+        Download a Hub id missing from the cache (default: the ``BOUNDS_LIB_ALLOW_DOWNLOAD``
+        environment switch; never while ``HF_HUB_OFFLINE`` is set).
+    download_timeout : float, optional
+        Deadline of a download in seconds.
+
+    Returns
+    -------
+    TensorSource
+        Tensors read one at a time (:meth:`TensorSource.read`), with ``config``, ``description`` and
+        ``storage`` (``"safetensors"``, ``"pytorch-bin"`` or ``"in-memory"``).
+
+    Raises
+    ------
+    CheckpointError
+        (a :class:`ValueError`) with one line naming the problem: no such directory, an empty
+        argument, a file instead of a folder, a state dict without config, a Hub id not in the cache
+        while downloads are off, a corrupted or truncated weight file, and so on.
+
+    Examples
+    --------
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=4, n_heads=2, d_ff=8)
+    >>> src = open_checkpoint(sd, config=cfg)
+    >>> src.storage, src.shape("encoder.layer.0.attention.self.query.weight")
+    ('in-memory', (4, 4))
+    >>> open_checkpoint("./no/such/model")
+    Traceback (most recent call last):
+        ...
+    bounds_lib.checkpoints.CheckpointError: ./no/such/model: no such model directory
     """
     if isinstance(model, TensorSource):
         return model

@@ -77,6 +77,27 @@ def check_head_logits(path, *, n_tokens: int = 7, seed: int = 0) -> LogitCheck:
     Loads the BERT checkpoint at ``path`` with ``transformers.BertModel`` in float64, pushes
     ``n_tokens`` random rows through each layer's own query and key modules (biases removed) and
     returns the worst relative difference ``max|ours − direct| / max|direct|`` over all heads.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A BERT-family model folder (``transformers.BertModel.from_pretrained`` must read it).
+    n_tokens : int
+        Random token rows ``X`` (``>= 1``).
+    seed : int
+        Seed of the random rows.
+
+    Returns
+    -------
+    LogitCheck
+        Heads compared and the worst relative difference (about 1e-15 when the extraction is right).
+
+    Raises
+    ------
+    TypeError
+        ``n_tokens`` is not an integer.
+    ValueError
+        ``n_tokens < 1``; :class:`~bounds_lib.checkpoints.CheckpointError` when the model cannot be read.
     """
     import torch
     import transformers
@@ -132,7 +153,36 @@ class ModeComparison:
 
 
 def compare_modes(clean: ModelSpectra, paper: ModelSpectra, p: float) -> ModeComparison:
-    """Compare the clean and paper spectra of one model (same matrices, same order)."""
+    """Compare the clean and paper spectra of one model (same matrices, same order; Chapter 6).
+
+    Parameters
+    ----------
+    clean, paper : ModelSpectra
+        :func:`~bounds_lib.spectra.compute_spectra` of the same model in ``"clean"`` and ``"paper"`` mode.
+    p : float
+        The grid point in ``(0, 2]`` at which ``S_p`` is compared (the smallest positive one shows the
+        numerical zeros most).
+
+    Returns
+    -------
+    ModeComparison
+
+    Raises
+    ------
+    TypeError
+        A spectra argument is not a :class:`~bounds_lib.spectra.ModelSpectra`, or ``p`` not a number.
+    ValueError
+        ``p`` outside ``(0, 2]``, or the two spectra hold different matrices.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> cmp = compare_modes(compute_spectra(sd, config=cfg), compute_spectra(sd, config=cfg, mode="paper"), p=0.2)
+    >>> cmp.zeros_per_head, cmp.top_err < 1e-12   # N − d_h = 4 numerical zeros per head product
+    (4, True)
+    """
     check_spectra(clean, "clean")
     check_spectra(paper, "paper")
     p = check_scalar(p, "p (a grid point in (0, 2])", float, min_val=0, max_val=2, include_boundaries="right")
@@ -158,7 +208,29 @@ def compare_modes(clean: ModelSpectra, paper: ModelSpectra, p: float) -> ModeCom
 
 
 def architecture_table(arch) -> str:
-    """The sizes of a checkpoint's architecture (:class:`~bounds_lib.checkpoints.ArchitectureSpec`) as a table."""
+    """The sizes of a checkpoint's architecture as a Markdown table.
+
+    Parameters
+    ----------
+    arch : ArchitectureSpec
+        From :func:`bounds_lib.checkpoints.detect_architecture`.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TypeError
+        ``arch`` is not an :class:`~bounds_lib.checkpoints.ArchitectureSpec`.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import detect_architecture, open_checkpoint, random_bert_state_dict
+    >>> sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16)
+    >>> print(architecture_table(detect_architecture(open_checkpoint(sd, config=cfg))).splitlines()[-1])
+    | bert | 2 | 8 | 2 | 4 | 16 |
+    """
     try:
         row = (arch.family, arch.n_layers, arch.hidden, arch.n_heads, arch.head_dim, arch.d_ff)
     except AttributeError as exc:
@@ -169,13 +241,60 @@ def architecture_table(arch) -> str:
 
 
 def median_stable_ranks(spectra: ModelSpectra) -> dict:
-    """Median stable rank ``‖W‖_F² / ‖W‖_2²`` per matrix type."""
+    """Median stable rank ``‖W‖_F² / ‖W‖_2²`` per matrix type.
+
+    Parameters
+    ----------
+    spectra : ModelSpectra
+
+    Returns
+    -------
+    dict
+        ``{matrix type: median}`` over :data:`~bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`.
+
+    Raises
+    ------
+    TypeError
+        ``spectra`` is not a :class:`~bounds_lib.spectra.ModelSpectra`.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> sr = median_stable_ranks(compute_spectra(sd, config=cfg))
+    >>> list(sr), 1 <= sr["QK"] <= 4    # a head product has rank <= d_h = 4
+    (['QK', 'V', 'M_in', 'M_out'], True)
+    """
     check_spectra(spectra)
     return {t: float(np.median([m.stable_rank for m in spectra.select(t)])) for t in MULTI_HEAD_MATRIX_TYPES}
 
 
 def norm_ratio_medians(report: BoundReport) -> tuple[float, float]:
-    """Medians over all matrices of ``‖W‖_{2,1}/‖W‖_2`` and ``‖W‖_{1,1}/‖W‖_{2,1}``."""
+    """Medians over all matrices of ``‖W‖_{2,1}/‖W‖_2`` and ``‖W‖_{1,1}/‖W‖_{2,1}``.
+
+    Parameters
+    ----------
+    report : BoundReport
+
+    Returns
+    -------
+    (float, float)
+
+    Raises
+    ------
+    TypeError
+        ``report`` is not a :class:`~bounds_lib.scoring.BoundReport`.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.scoring import analyze
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> r21, r11 = norm_ratio_medians(analyze(sd, config=cfg))
+    >>> r21 >= 1 and r11 >= 1    # ‖W‖₂ ≤ ‖W‖_{2,1} ≤ ‖W‖_{1,1}
+    True
+    """
     check_report(report)
     r21 = float(np.median([m.norm_21 / m.sigma1 for m in report.matrices]))
     r11 = float(np.median([m.norm_11 / m.norm_21 for m in report.matrices]))
@@ -188,6 +307,33 @@ def log10_K_break_even(rank: int, sigma: np.ndarray, grid: np.ndarray, N: int) -
     From ``log T(W;p) − log T(W;0) = [log S_p + p log K + (p+1) log N]/(p+2) − ½ log(rank·N)``
     (Chapter 6, Exercise 6.2): ``p`` wins iff
     ``log K < [(p+2)/2 · log(rank·N) − log S_p − (p+1) log N] / p``.
+
+    Parameters
+    ----------
+    rank : int
+        Numerical rank ``S_0`` of the matrix.
+    sigma : array_like
+        Its singular values (zeros are ignored).
+    grid : array_like
+        The post hoc grid (only its positive points matter).
+    N : int
+        Hidden size.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        No positive grid point or no positive singular value.
+
+    Examples
+    --------
+    One singular value 1 (rank 1), N = 1, grid {0, 1}: ``T(W;1) = K^{1/3}`` beats ``T(W;0) = 1`` iff ``K < 1``.
+
+    >>> log10_K_break_even(1, [1.0], [0.0, 1.0], 1)
+    0.0
     """
     grid = np.asarray(grid, dtype=float)
     g = grid[grid > 0]
@@ -205,6 +351,35 @@ def break_even_shifts(report: BoundReport, spectra: ModelSpectra) -> np.ndarray:
 
     Positive means ``p* = 0`` (as :func:`~bounds_lib.peeling.posthoc_choice` finds it), one entry per
     matrix in the report's order.
+
+    Parameters
+    ----------
+    report : BoundReport
+        ``score(spectra)``.
+    spectra : ModelSpectra
+        The spectra that were scored.
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong class.
+    ValueError
+        ``report`` and ``spectra`` hold different numbers of matrices.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.scoring import score
+    >>> from bounds_lib.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> sp = compute_spectra(sd, config=cfg)
+    >>> rep = score(sp)
+    >>> bool(((break_even_shifts(rep, sp) > 0) == (rep.p_stars == 0)).all())
+    True
     """
     check_report(report)
     check_spectra(spectra)
@@ -216,7 +391,29 @@ def break_even_shifts(report: BoundReport, spectra: ModelSpectra) -> np.ndarray:
 
 
 def architecture_B_ours(L: int, N: int, H: int, d_h: int) -> float:
-    """``B_ours = L(2H√(d_h N) + 2N) + √L``: its value when every ``p* = 0`` at full numerical rank."""
+    """``B_ours = L(2H√(d_h N) + 2N) + √L``: its value when every ``p* = 0`` at full numerical rank.
+
+    Parameters
+    ----------
+    L, N, H, d_h : int
+        Layers, hidden size, heads, head dimension (each ``>= 1``).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        A size is not an integer (``bool`` and ``3.0`` included).
+    ValueError
+        A size below 1.
+
+    Examples
+    --------
+    >>> architecture_B_ours(1, 4, 1, 4)   # 1·(2·1·√16 + 8) + 1
+    17.0
+    """
     L, N, H, d_h = (check_scalar(v, name, int, min_val=1) for v, name in
                     ((L, "L (layers)"), (N, "N (hidden size)"), (H, "H (heads)"), (d_h, "d_h (head dimension)")))
     return L * (2 * H * math.sqrt(d_h * N) + 2 * N) + math.sqrt(L)
@@ -227,7 +424,34 @@ def architecture_B_ours(L: int, N: int, H: int, d_h: int) -> float:
 # --------------------------------------------------------------------------------------------
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence], formats: Sequence[str] | None = None,
                    align: str | None = None) -> str:
-    """A Markdown (GFM/MyST) table. ``formats[j]`` is a format spec for column ``j`` ("" = str)."""
+    """A Markdown (GFM/MyST) table. ``formats[j]`` is a format spec for column ``j`` ("" = str).
+
+    Parameters
+    ----------
+    headers : sequence of str
+    rows : iterable of sequences
+        One cell per header in each row.
+    formats : sequence of str, optional
+        Format specs per column (default: ``str``).
+    align : str, optional
+        One of ``l``/``r``/``c`` per column (default: right for formatted columns, else left).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        A row or ``formats`` of the wrong length, or an invalid ``align``.
+
+    Examples
+    --------
+    >>> print(markdown_table(["x", "y"], [(1, 0.5)], ["d", ".2f"]))
+    | x | y |
+    | --: | --: |
+    | 1 | 0.50 |
+    """
     headers = list(headers)
     rows = [list(r) for r in rows]
     formats = list(formats) if formats is not None else [""] * len(headers)
@@ -270,7 +494,34 @@ class ProxyRow:
 
 
 def compare_settings(spectra_by_mode: dict, settings: Sequence[tuple]) -> list[ProxyRow]:
-    """Score ``spectra_by_mode[mode]`` under each ``(mode, logit_scale, gamma_L_phi)`` setting."""
+    """Score ``spectra_by_mode[mode]`` under each ``(mode, logit_scale, gamma_L_phi)`` setting.
+
+    Parameters
+    ----------
+    spectra_by_mode : dict
+        ``{"clean": ModelSpectra, "paper": ModelSpectra}`` (either may be missing if unused).
+    settings : sequence of tuple
+        ``(mode, logit_scale, gamma_L_phi)`` per row (see :class:`~bounds_lib.scoring.ScoringOptions`).
+
+    Returns
+    -------
+    list of ProxyRow
+
+    Raises
+    ------
+    ValueError
+        A setting that is not a triple, or names a mode without spectra.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> rows = compare_settings({"clean": compute_spectra(sd, config=cfg)},
+    ...                         [("clean", 1.0, False), ("clean", "inv_sqrt_dh", False)])
+    >>> rows[1].log10_B_edelman < rows[0].log10_B_edelman   # smaller logits, smaller B_Edelman
+    True
+    """
     rows = []
     for setting in settings:
         if len(setting) != 3:
@@ -297,6 +548,15 @@ def settings_table(rows: Sequence[ProxyRow]) -> str:
     Columns: scoring mode, logit scale ``s``, γ as released or with ``L_φ`` ("+L_φ"), log10 of
     ``B_ours`` (sum) and of its root-sum-square form ("rss"), log10 of ``B_Edelman`` and of its
     (1,1)-norm analogue, and the share of matrices with ``p* = 0``.
+
+    Parameters
+    ----------
+    rows : sequence of ProxyRow
+        From :func:`compare_settings`.
+
+    Returns
+    -------
+    str
     """
     headers = ["mode", "$s$", r"$\gamma$", r"$\log_{10}B_{\rm ours}$", "rss",
                r"$\log_{10}B_{\rm Edelman}$", "$(1,1)$", r"$p^\ast=0$"]
@@ -307,7 +567,16 @@ def settings_table(rows: Sequence[ProxyRow]) -> str:
 
 
 def family_table(reports: dict) -> str:
-    """Markdown table of the proxies of a family of checkpoints (``{model id: BoundReport}``), by (L, N)."""
+    """Markdown table of the proxies of a family of checkpoints (``{model id: BoundReport}``), by (L, N).
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.scoring import analyze
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> family_table({"tiny": analyze(sd, config=cfg)}).splitlines()[2].startswith("| `tiny` | 1 | 8 |")
+    True
+    """
     items = sorted(reports.items(), key=lambda kv: (kv[1].L, kv[1].N))
     body = [(f"`{rid}`", r.L, r.N, r.log_B_ours_sum / math.log(10), r.log_B_edelman / math.log(10),
              f"{100 * np.mean(r.p_stars == 0):.0f} %") for rid, r in items]

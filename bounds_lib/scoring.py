@@ -278,8 +278,8 @@ class ScoringOptions:
     TypeError
         A constant of the wrong type (``gamma_L_phi`` not a bool, a number given as a string, …).
     ValueError
-        ``L_phi`` or ``softmax_const`` not positive and finite, or ``logit_scale`` not positive and
-        finite (checked by :meth:`scale_for`, with the other string values).
+        ``L_phi``, ``softmax_const`` or a numeric ``logit_scale`` not positive and finite, or a
+        ``logit_scale`` string other than ``"inv_sqrt_dh"``.
 
     Examples
     --------
@@ -297,24 +297,22 @@ class ScoringOptions:
     gamma_L_phi: bool = False
 
     def __post_init__(self):
+        if isinstance(self.logit_scale, str):
+            if self.logit_scale != "inv_sqrt_dh":
+                raise ValueError(f"logit_scale must be a positive number or 'inv_sqrt_dh', got {self.logit_scale!r}")
+        else:
+            check_scalar(self.logit_scale, "logit_scale (a positive finite number or 'inv_sqrt_dh')", float,
+                         min_val=0, include_boundaries="neither")
         check_scalar(self.L_phi, "L_phi (Lipschitz constant of the activation)", float, min_val=0,
                      include_boundaries="neither")
         check_scalar(self.softmax_const, "softmax_const", float, min_val=0, include_boundaries="neither")
         check_bool(self.gamma_L_phi, "gamma_L_phi")
 
     def scale_for(self, arch: ArchitectureSpec) -> float:
-        """The logit scale as a number for ``arch`` (``1/√d_h`` for ``"inv_sqrt_dh"``).
-
-        Raises :class:`TypeError` for a value that is neither a number nor a string and
-        :class:`ValueError` for any other string or a number that is not positive and finite.
-        """
-        s = self.logit_scale
-        if isinstance(s, str):
-            if s != "inv_sqrt_dh":
-                raise ValueError(f"logit_scale must be a positive number or 'inv_sqrt_dh', got {s!r}")
+        """The logit scale as a float for ``arch`` (``1/√d_h`` for ``"inv_sqrt_dh"``; checked when made)."""
+        if self.logit_scale == "inv_sqrt_dh":
             return 1.0 / math.sqrt(arch.head_dim)
-        return check_scalar(s, "logit_scale (a positive finite number or 'inv_sqrt_dh')", float, min_val=0,
-                            include_boundaries="neither")
+        return float(self.logit_scale)
 
 
 @dataclass(frozen=True)

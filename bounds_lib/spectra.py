@@ -215,12 +215,40 @@ def _stack_heads(W, n, d):
 
 
 def head_product_spectra(A, B, groups=None, *, entrywise=True):
-    """Singular values and norms of ``P_h = A_h B_{g(h)}ᵀ`` through the d×d cores of thin QRs.
+    """Singular values and norms of ``P_h = A_h B_{g(h)}ᵀ`` through the d×d cores of thin QRs (Chapter 6).
 
-    ``A``: (H, N, d) stack, ``B``: (G, N, d) stack, ``groups``: head → index into ``B`` (default
-    identity). Returns ``(sigma (H, min(N, d)), norm_21 (H,), norm_11 (H,))`` where ``norm_21`` sums the
-    column norms of ``P_h`` (row norms of ``B R_Aᵀ``) and ``norm_11 = Σ|P_h|`` (explicit product;
-    ``NaN`` when ``entrywise=False``).
+    With ``A_h = Q_A R_A`` and ``B_g = Q_B R_B``, ``P_h = Q_A (R_A R_Bᵀ) Q_Bᵀ`` has the singular values of
+    the small core ``R_A R_Bᵀ``; no N×N product is formed for them or for the (2,1) norm.
+
+    Parameters
+    ----------
+    A : ndarray, shape (H, N, d)
+        Query-side (or value-side) column blocks, one per head.
+    B : ndarray, shape (G, N, d)
+        Key-side (or output-side) column blocks, one per key/value group.
+    groups : array_like of int, shape (H,), optional
+        Head → index into ``B`` (default: the identity, ``G = H``; grouped-query attention repeats).
+    entrywise : bool
+        Also compute the (1,1) norms, which need the explicit products (in chunks of ~64 MB).
+
+    Returns
+    -------
+    sigma : ndarray, shape (H, min(N, d))
+        Singular values of each ``P_h``, descending (the other ``N − d`` are zero).
+    norm_21 : ndarray, shape (H,)
+        ``Σ_j ‖P_h[:, j]‖₂`` (row norms of ``B R_Aᵀ``).
+    norm_11 : ndarray, shape (H,)
+        ``Σ|P_h|``; ``NaN`` when ``entrywise=False``.
+
+    Examples
+    --------
+    A rank-one product ``u vᵀ`` has one singular value ``‖u‖‖v‖`` and (2,1) norm ``‖u‖ Σ|v_j|``:
+
+    >>> import numpy as np
+    >>> u, v = np.array([[3.0], [4.0], [0.0]]), np.array([[1.0], [-2.0], [2.0]])
+    >>> sigma, n21, n11 = head_product_spectra(u[None], v[None])
+    >>> float(sigma[0, 0]), float(n21[0]), float(n11[0])
+    (15.0, 25.0, 35.0)
     """
     H = A.shape[0]
     groups = np.arange(H) if groups is None else np.asarray(groups)
