@@ -211,14 +211,11 @@ def _spectra(model) -> dict:
 
 
 def _initial_model(config):
-    """The model ``config`` starts training from (the trainer's seeded initialisation, float32)."""
-    import torch
+    """The model ``config`` starts training from (the trainer's seeded initialisation, float32), in NumPy."""
+    from .torch_model import to_numpy
+    from .training import initial_model
 
-    from .torch_model import TorchTransformer, to_numpy
-
-    gen = torch.Generator().manual_seed(int(config.seed))
-    return to_numpy(TorchTransformer(config.L, config.N, act=config.act, logit_scale=config.logit_scale,
-                                     init_scale=config.init_scale, generator=gen, rank=config.rank))
+    return to_numpy(initial_model(config))
 
 
 def _metadata(spec, argv, seconds):

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from .model import ACTIVATION_LIPSCHITZ, Block, SingleHeadTransformer
+from .model import Block, SingleHeadTransformer
 from .validation import check_scalar
 
 __all__ = [
@@ -105,10 +105,6 @@ class TorchTransformer(nn.Module):
         cast = (lambda t: t) if dtype is None else (lambda t: t.to(dtype))
         return {a: [cast(A) @ cast(B).T for A, B in zip(getattr(self, f"A_{a}"), getattr(self, f"B_{a}"))]
                 for a in ("QK", "V", "M")}
-
-    @property
-    def L_phi(self) -> float:
-        return ACTIVATION_LIPSCHITZ[self.act]
 
     def hidden(self, X: torch.Tensor) -> torch.Tensor:
         """The last block's output ``X^{(L)}`` for a batch ``X`` of shape ``(n, T, N)``."""

@@ -433,7 +433,7 @@ def corrected_report(row):
     import math
 
     from .checkpoints import ArchitectureSpec
-    from .proxies import MatrixSpectrum, ModelSpectra
+    from .spectra import MatrixSpectrum, ModelSpectra
     from .theorem import corrected_bound
 
     if "singular_values" not in row:

@@ -36,7 +36,7 @@ from .torch_model import TorchTransformer, to_numpy
 from .validation import check_bool, check_scalar
 
 __all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "disjoint_test_sample",
-           "nuclear_penalty", "train"]
+           "nuclear_penalty", "initial_model", "train"]
 
 TRAIN_STREAM, TEST_STREAM = 0, 1
 
@@ -203,6 +203,19 @@ def _optimizer(model: TorchTransformer, config: TrainConfig):
                               {"params": [model.w], "weight_decay": 0.0}], lr=config.lr)
 
 
+def initial_model(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TorchTransformer:
+    """The model :func:`train` starts from: ``config``'s architecture, initialised from a generator seeded
+    with ``config.seed`` (so the initial spectra of a Chapter 8 row can be recomputed without training).
+
+    >>> cfg = TrainConfig(L=1, N=4, n_train=8, T=4, s=1, steps=1, n_test=8)
+    >>> all(torch.equal(a, b) for a, b in zip(initial_model(cfg).parameters(), initial_model(cfg).parameters()))
+    True
+    """
+    gen = torch.Generator().manual_seed(int(config.seed))
+    return TorchTransformer(config.L, config.N, act=config.act, logit_scale=config.logit_scale,
+                            init_scale=config.init_scale, generator=gen, dtype=dtype, rank=config.rank)
+
+
 def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResult:
     """Train one model from scratch as ``config`` says; deterministic for a fixed config (Chapter 7).
 
@@ -255,9 +268,7 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
         Xte, yte, _ = sample(task, config.n_test, TEST_STREAM)
     Xtr, ytr = torch.as_tensor(Xtr, dtype=dtype), torch.as_tensor(ytr, dtype=dtype)
     Xte, yte = torch.as_tensor(Xte, dtype=dtype), torch.as_tensor(yte, dtype=dtype)
-    gen = torch.Generator().manual_seed(int(config.seed))
-    model = TorchTransformer(config.L, config.N, act=config.act, logit_scale=config.logit_scale,
-                             init_scale=config.init_scale, generator=gen, dtype=dtype, rank=config.rank)
+    model = initial_model(config, dtype)
     opt = _optimizer(model, config)
     curve = []
     target = config.stop_loss
