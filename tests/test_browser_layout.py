@@ -46,6 +46,15 @@ def _load(open_page, page_path: Path, width: int, mobile: bool = False):
     return page, watch
 
 
+def _evaluate(open_page, page_path: Path, script: str, width: int = 1280, mobile: bool = False):
+    """What ``script`` returns on the page, opened at ``width`` px and typeset."""
+    page, _ = _load(open_page, page_path, width, mobile)
+    return page.evaluate(script)
+
+
+each_content_page = pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+
+
 # --------------------------------------------------------------------------------------------
 # Navigation
 # --------------------------------------------------------------------------------------------
@@ -168,19 +177,17 @@ def _describe(d) -> str:
 
 
 @needs_browser
-@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+@each_content_page
 def test_display_equations_fit_desktop(open_page, page_path):
-    page, _ = _load(open_page, page_path, 1280)
-    wide = [d for d in page.evaluate(_DISPLAYS) if d["scroll"] > d["client"] + 1 or d["outer"]]
+    wide = [d for d in _evaluate(open_page, page_path, _DISPLAYS) if d["scroll"] > d["client"] + 1 or d["outer"]]
     assert not wide, (f"{_ids(page_path)}: {len(wide)} display equation(s) wider than the column at 1280 px "
                       "(split them with aligned):\n  " + "\n  ".join(map(_describe, wide)))
 
 
 @needs_browser
-@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+@each_content_page
 def test_display_equations_show_scrolling_on_phone(open_page, page_path):
-    page, _ = _load(open_page, page_path, 390, mobile=True)
-    displays = page.evaluate(_DISPLAYS)
+    displays = _evaluate(open_page, page_path, _DISPLAYS, 390, mobile=True)
     wide = [d for d in displays if d["scroll"] > d["client"] + 1]
     hidden = [d for d in wide if d["overflow"] not in {"auto", "scroll"} or not d["marked"] or d["outer"]
               or "gradient" not in d["cue"]]
@@ -219,11 +226,10 @@ LABEL_TEXT = re.compile(r"^(?:ch\d\d[_-][\w-]+|[a-z]+(?:[-_][a-z0-9]+)+)$")
 
 
 @needs_browser
-@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+@each_content_page
 def test_no_raw_tex_or_roles_in_text(open_page, page_path):
-    page, _ = _load(open_page, page_path, 1280)
     found = []
-    for t in page.evaluate(_TEXTS):
+    for t in _evaluate(open_page, page_path, _TEXTS):
         m = RAW.search(t["text"])
         if m and not m.group(0).endswith("_"):
             found.append(f"[{t['where']}] {t['text']!r} (matched {m.group(0)!r})")
@@ -272,11 +278,10 @@ def test_displayed_font_pt_formula():
 
 
 @needs_browser
-@pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
+@each_content_page
 def test_figures_readable(open_page, page_path):
-    page, _ = _load(open_page, page_path, 1280)
     problems = []
-    for img in page.evaluate(_IMAGES):
+    for img in _evaluate(open_page, page_path, _IMAGES):
         url = urlsplit(img["src"])
         if url.scheme != "file":
             problems.append(f"{img['src'][:60]}: not a file of the build")
