@@ -43,7 +43,7 @@ def irreducible_matrices(path):
     """``M_in``, ``M_out`` (contiguous copies) and the d_h×d_h QR cores of every head product."""
     src = open_checkpoint(path)
     spec = detect_architecture(src)
-    d, H = spec.head_dim, spec.n_heads
+    H = spec.n_heads
     out = []
     for lw in iter_layers(src, spec):
         out += [np.ascontiguousarray(lw.M_in), np.ascontiguousarray(lw.M_out)]

@@ -12,7 +12,6 @@ Run: ``.venv/bin/python benchmarks/bench_memory.py [--layers 24] [--shard-mb 300
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil

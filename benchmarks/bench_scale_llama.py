@@ -9,7 +9,8 @@ One child process opens and validates all layers, runs the library's default ana
 float64, one BLAS thread per job, ``--jobs`` layers at a time) on all of them or on the first
 ``--analyze-layers K`` (then the total is extrapolated; each layer costs the same), and reports:
 wall and process-CPU time per layer (from the progress callback; CPU time is what one free core
-would take, on a busy machine wall time is longer), the total, where the time of a layer goes (the two dense SVDs of ``M_in = [G | U]`` (N × 2d_ff) and
+would take, on a busy machine wall time is longer), the total, where the time of a layer goes (the
+two dense SVDs of ``M_in = [G | U]`` (N × 2d_ff) and
 ``M_out`` (d_ff × N) against the head products), and its own peak RSS (``wait4`` rusage) against
 the budget 2 × largest tensor (as stored) + 400 MB. Then an extrapolation to LLaMA-2-7B and
 LLaMA-2-70B shapes from the measured seconds per unit of ``N²·d_ff`` (the cost of a values-only SVD
@@ -157,14 +158,17 @@ def main():
         K, L, N, F = res["layers"], res["L_total"], shape["N"], shape["F"]
         d_in = np.array([t for s, t in res["dense"] if s[1] == 2 * F])
         d_out = np.array([t for s, t in res["dense"] if s[0] == F])
-        print(f"child (clean, float64, jobs={args.jobs}, one BLAS thread; user+system CPU {ru.ru_utime + ru.ru_stime:.0f} s, "
+        print(f"child (clean, float64, jobs={args.jobs}, one BLAS thread; "
+              f"user+system CPU {ru.ru_utime + ru.ru_stime:.0f} s, "
               f"wall {wall:.0f} s): opening and validating all {L} layers {res['t_open_validate']:.2f} s; "
               f"spectra of {K} of {L} layers {res['t_spectra']:.0f} s wall; scoring {res['t_score']:.2f} s")
-        print(f"  per layer: wall {', '.join(f'{x:.0f}' for x in w)} s; process CPU {', '.join(f'{x:.0f}' for x in c)} s "
+        print(f"  per layer: wall {', '.join(f'{x:.0f}' for x in w)} s; "
+              f"process CPU {', '.join(f'{x:.0f}' for x in c)} s "
               f"(median {np.median(c):.0f} s: the time on one free core)")
         print(f"  where a layer's CPU goes: SVD+norms of M_in = [G|U] ({N}x{2 * F}) {np.median(d_in):.0f} s "
               f"({100 * np.median(d_in) / np.median(c):.0f}%), of M_out ({F}x{N}) {np.median(d_out):.0f} s "
-              f"({100 * np.median(d_out) / np.median(c):.0f}%), reading, widening, {2 * shape['H']} head cores and norms the rest "
+              f"({100 * np.median(d_out) / np.median(c):.0f}%), reading, widening, "
+              f"{2 * shape['H']} head cores and norms the rest "
               f"({100 * (1 - (np.median(d_in) + np.median(d_out)) / np.median(c)):.0f}%)")
         total_cpu = L * np.median(c) + res["t_open_validate"] + res["t_score"] * L / K
         print(f"  all {L} layers on one free core: {L} x {np.median(c):.0f} s + opening = {total_cpu / 60:.1f} min "
@@ -172,7 +176,8 @@ def main():
         widest = 8 * N * 2 * F  # M_in = [G|U] in float64, the largest matrix the analysis holds
         print(f"  peak RSS {peak / MB:.0f} MB; budget 2 x largest tensor (as stored, float16) + 400 MB = "
               f"{budget / MB:.0f} MB: peak / budget = {peak / budget:.2f}; with the largest matrix as analysed "
-              f"(M_in in float64, {widest / MB:.0f} MB): 2 x {widest / MB:.0f} + 400 = {(2 * widest + 400 * MB) / MB:.0f} MB, "
+              f"(M_in in float64, {widest / MB:.0f} MB): "
+              f"2 x {widest / MB:.0f} + 400 = {(2 * widest + 400 * MB) / MB:.0f} MB, "
               f"peak / budget = {peak / (2 * widest + 400 * MB):.2f}")
         unit = np.median(c) / (N * N * F)
         print(f"extrapolation (CPU seconds per layer ∝ N²·d_ff: {unit * 1e12:.1f} s per 10^12 on this machine):")
