@@ -87,7 +87,14 @@ PRESETS = {"full": FULL_GRID, "small": SMALL_GRID, "common-loss": COMMON_LOSS_GR
 
 
 def parse_select(items) -> dict:
-    """``["random_labels=true", "L=2,4"]`` → ``{"random_labels": {True}, "L": {2, 4}}`` (for ``--select``)."""
+    """``["random_labels=true", "L=2,4"]`` → ``{"random_labels": {True}, "L": {2, 4}}`` (for ``--select``).
+
+    Raises :class:`ValueError` for an item that is not ``KEY=V1,V2`` with ``KEY`` a field of
+    :class:`~bounds_lib.training.TrainConfig`.
+
+    >>> parse_select(["random_labels=true", "L=2,4"]) == {"random_labels": {True}, "L": {2, 4}}
+    True
+    """
     from .training import TrainConfig
 
     fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
@@ -159,6 +166,30 @@ def grid_configs(spec: dict) -> list:
 
     A spec with ``stop_loss`` trains every model to that training loss, at most ``steps`` steps; one
     with ``seeds`` repeats the grid for each seed (in that order), otherwise its one ``seed`` is used.
+    A study spec (with ``variants``) is expanded by :func:`study_configs`.
+
+    Parameters
+    ----------
+    spec : dict
+        A preset of :data:`PRESETS` (or a results file's ``metadata["grid"]``).
+
+    Returns
+    -------
+    list of TrainConfig
+        In the order the rows of the results file have.
+
+    Raises
+    ------
+    KeyError
+        The spec lacks a field of its kind of grid.
+    TypeError, ValueError
+        A configuration the spec describes is invalid (:class:`~bounds_lib.training.TrainConfig`).
+
+    Examples
+    --------
+    >>> configs = grid_configs(SMALL_GRID)
+    >>> len(configs), configs[0].L, configs[-1].random_labels
+    (8, 1, True)
     """
     from .training import TrainConfig
 
@@ -177,7 +208,32 @@ def grid_configs(spec: dict) -> list:
 
 
 def run_config(config, weights_dir=None) -> dict:
-    """Train one config, compute its proxies, optionally save its weights; return a results row."""
+    """Train one config, compute its proxies, optionally save its weights; return a results row.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The model to train (:func:`bounds_lib.training.train`).
+    weights_dir : path, optional
+        Also save the trained model there (:func:`bounds_lib.results.save_model`), in a folder named
+        after the configuration (``row["weights_file"]``).
+
+    Returns
+    -------
+    dict
+        A row of a results file: ``config``, the train/test loss and 0-1 error with the gaps, the
+        training time, the loss curve (every 10th value and the last), the proxies of
+        :func:`bounds_lib.scoring.single_head_proxies`; with ``stop_loss`` also ``steps_taken`` and
+        ``reached_target``; with ``disjoint_test`` (Chapter 8) the per-example test results and the
+        singular values after and before training.
+
+    Examples
+    --------
+    >>> from bounds_lib.training import TrainConfig
+    >>> row = run_config(TrainConfig(L=1, N=4, n_train=16, T=4, s=1, steps=3, n_test=16))
+    >>> sorted(row)[:4], "B_ours_sum" in row["proxies"]
+    (['config', 'gap_error', 'gap_loss', 'loss_curve_every_10'], True)
+    """
     from .training import train
 
     res = train(config)
@@ -299,6 +355,26 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
     ``OUT.partial.jsonl`` and reuses it on the next start, so an interrupted grid resumes).
     ``select`` (see :func:`parse_select`) restricts the grid to some configs.
     ``log``: a stream for a progress bar (tqdm; ``None``: no bar); ``main`` passes ``sys.stderr``.
+
+    Returns
+    -------
+    dict
+        ``{"metadata": {...}, "rows": [...]}`` in the format of :mod:`bounds_lib.results` (the caller
+        writes it; ``main`` adds ``select`` and ``note``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``jobs`` is not an integer ``>= 1``, or a configuration of ``spec`` is invalid.
+    RuntimeError
+        ``scheduler`` is given but Dask distributed is not installed or the scheduler cannot be reached.
+
+    Examples
+    --------
+    >>> spec = {**SMALL_STUDY_GRID, "variants": ({},), "seeds": (0,), "tasks": SMALL_STUDY_GRID["tasks"][:1]}
+    >>> res = run_grid(spec)
+    >>> res["metadata"]["n_rows"], res["metadata"]["backend"], res["metadata"]["schema"] == RESULTS_SCHEMA
+    (1, 'in process', True)
     """
     jobs = check_scalar(jobs, "jobs (worker processes)", int, min_val=1)
     _one_thread()

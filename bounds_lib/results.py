@@ -64,6 +64,19 @@ def check_results(data, source: str = "results") -> dict:
     without ``metadata["schema"]`` or with another one (another version of this library), a
     ``partial`` file, rows missing a measured quantity or a proxy, non-finite numbers, or fewer rows than
     ``metadata["n_rows"]`` says — a chapter never plots a truncated grid.
+
+    Raises
+    ------
+    ResultsError
+        (a :class:`ValueError`) for any of the above.
+
+    Examples
+    --------
+    >>> check_results({"metadata": {"schema": "bounds_lib.trained-results/0"}, "rows": []},
+    ...               "old.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    bounds_lib.results.ResultsError: old.json: results schema 'bounds_lib.trained-results/0' is not supported ...
     """
     if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict) or not isinstance(
             data.get("rows"), list):
@@ -99,6 +112,12 @@ def read_results(path, allow_partial: bool = False) -> dict:
     """Read and check a results file (``.json``; with ``allow_partial`` also ``.partial.jsonl`` progress).
 
     A progress file (one row per line, written while a grid runs) is accepted only for ``--reuse``.
+
+    Raises
+    ------
+    ResultsError
+        The file cannot be read, is not valid JSON, is a progress file (without ``allow_partial``), or
+        fails :func:`check_results`.
     """
     import pathlib
 
@@ -124,7 +143,10 @@ def read_results(path, allow_partial: bool = False) -> dict:
 
 def merge_results(paths, argv=()) -> dict:
     """Concatenate the rows of several complete results files (e.g. parts of one grid run by separate
-    ``--select`` commands); ``metadata["commands"]`` lists the parts' commands, costs are summed."""
+    ``--select`` commands); ``metadata["commands"]`` lists the parts' commands, costs are summed.
+
+    Raises :class:`ResultsError` if a part is not a complete results file (:func:`read_results`).
+    """
     parts = [read_results(p) for p in paths]
     rows = [r for d in parts for r in d["rows"]]
     meta = dict(parts[0]["metadata"])
