@@ -119,7 +119,8 @@ class SingleHeadTransformer:
         if not blocks:
             raise ValueError("a SingleHeadTransformer needs at least one block (L >= 1)")
         if not all(isinstance(b, Block) for b in blocks):
-            raise ValueError("blocks must be bounds_lib.model.Block instances")
+            raise TypeError("blocks must be bounds_lib.model.Block instances, got "
+                            + ", ".join(sorted({type(b).__name__ for b in blocks if not isinstance(b, Block)})))
         N = blocks[0].N
         if any(b.N != N for b in blocks):
             raise ValueError("all blocks must share the hidden size N")

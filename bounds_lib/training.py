@@ -180,6 +180,7 @@ def disjoint_test_sample(task, n_test: int, train_bits: np.ndarray):
     that are not training inputs (i.i.d. from the input distribution conditioned on being unseen).
     Returns ``(X, y, bits, n_dropped)``; raises ``ValueError`` if too few unseen strings were drawn.
     """
+    check_scalar(n_test, "n_test", int, min_val=1)
     seen = {row.tobytes() for row in np.asarray(train_bits, dtype=np.float64)}
     X, y, bits = sample(task, n_test + len(seen), TEST_STREAM)
     keep = np.array([row.tobytes() not in seen for row in bits])

@@ -104,6 +104,7 @@ def test_bad_input(rng):
     (lambda rng: M.random_transformer(1, 4, rng, logit_scale=float("inf")), ValueError, "logit_scale == inf"),
     (lambda rng: M.random_transformer(1, 4, rng, logit_scale=True), TypeError, "logit_scale must be a real"),
     (lambda rng: M.activation(3), TypeError, "activation must be a name"),
+    (lambda rng: M.SingleHeadTransformer((np.eye(2),), np.ones(2)), TypeError, "Block instances, got ndarray"),
     (lambda rng: M.SingleHeadTransformer(M.random_transformer(1, 2, rng).blocks, [1.0, np.inf]), ValueError,
      "readout w contains inf"),
 ])

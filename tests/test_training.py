@@ -210,6 +210,8 @@ def test_disjoint_test_inputs_and_per_example_results():
     assert not any(r.tobytes() in train_set for r in bte)
     assert dropped > 0  # with 2^6 strings and 40 training inputs, some candidates were training inputs
     assert res.test_correct.shape == (20,) and abs(res.test_correct.mean() - (1 - res.test_error)) < 1e-12
+    with pytest.raises(TypeError, match="n_test must be an integer, got float"):
+        disjoint_test_sample(cfg.task(), 20.0, np.array([[1.0, 1, 1]]))
     with pytest.raises(ValueError, match="too few strings"):
         disjoint_test_sample(dataclasses.replace(cfg, T=3).task(), 20, np.array([[1.0, 1, 1]]))
 
