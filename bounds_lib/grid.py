@@ -82,6 +82,7 @@ COMMON_LOSS_GRID = dict(depths=(1, 2, 4), widths=(16, 32, 64), n_trains=(64, 256
 #: A tiny common-loss grid with the same format (seconds), used by the tests.
 SMALL_COMMON_LOSS_GRID = dict(depths=(1, 2), widths=(8,), n_trains=(32,), random_label_n=(32,), kind="parity",
                               T=8, s=2, steps=200, lr=1e-2, n_test=256, seeds=(0, 1), stop_loss=0.2)
+#: The grids ``--preset`` names (``--small`` picks the ``-small`` twin); the study presets are added below.
 PRESETS = {"full": FULL_GRID, "small": SMALL_GRID, "common-loss": COMMON_LOSS_GRID,
            "common-loss-small": SMALL_COMMON_LOSS_GRID}
 

@@ -44,6 +44,7 @@ def _gelu(x):
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
+#: The element-wise activations φ by name (NumPy).
 ACTIVATIONS = {
     "gelu": _gelu,
     "relu": lambda x: np.maximum(x, 0.0),

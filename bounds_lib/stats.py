@@ -37,7 +37,9 @@ __all__ = ["HYPERPARAMETERS", "kendall_tau", "granulated_kendall", "scaling_slop
            "group_taus", "wrong_sign_share", "intraclass_correlation", "icc_interval", "check_sign",
            "format_interval"]
 
+#: Default number of bootstrap resamples.
 N_BOOT = 2000
+#: Default coverage of the percentile intervals.
 LEVEL = 0.95
 
 

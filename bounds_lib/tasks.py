@@ -32,6 +32,7 @@ from .validation import check_bool, check_scalar
 __all__ = ["TASK_KINDS", "BooleanTask", "task_support", "halfspace_weights", "boolean_labels", "token_embedding",
            "encode", "sample_bits", "sample"]
 
+#: The task families (see the module docstring).
 TASK_KINDS = ("majority", "and", "parity", "halfspace")
 
 
