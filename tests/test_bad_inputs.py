@@ -363,7 +363,7 @@ CASES = {
     "products beyond float64": (lambda d: write_model(d, float64_tensors(1e300)), (), "exceed the float64 range"),
     # ---- options checked before any work
     "--layers 0 (regression)": (write_model, ("--layers", "0"), "--layers must be >= 1"),
-    "--layers beyond the model": (write_model, ("--layers", "5"), "layers must be an integer in 1..2"),
+    "--layers beyond the model": (write_model, ("--layers", "5"), "the model has 2 layers) == 5, must be <= 2"),
     "--jobs -1 (regression)": (write_model, ("--jobs", "-1"), "--jobs must be >= 0"),
     "--download-timeout 0": (write_model, ("--download-timeout", "0"), "--download-timeout must be a positive"),
     "--download-timeout nan": (write_model, ("--download-timeout", "nan"), "--download-timeout must be a positive"),
@@ -589,8 +589,8 @@ def test_api_state_dict_needs_config_regression():
 @pytest.mark.parametrize("kw, fragment", [
     ({"mode": "bogus"}, "mode must be one of"),
     ({"dtype": "float16"}, "dtype must be float64 or float32"),
-    ({"layers": 0}, "layers must be an integer"),
-    ({"jobs": -1}, "jobs must be an integer"),
+    ({"layers": 0}, r"layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1"),
+    ({"jobs": -1}, r"jobs \(worker threads; 0: one per CPU core\) == -1, must be >= 0"),
     ({"download_timeout": -1, "model": "org/never-cached"}, "download_timeout must be a positive"),
 ])
 def test_api_bad_options(kw, fragment, tmp_path, monkeypatch):
@@ -599,6 +599,16 @@ def test_api_bad_options(kw, fragment, tmp_path, monkeypatch):
     model = kw.pop("model", None) or write_model(tmp_path / "m")
     with pytest.raises(ValueError, match=fragment):
         compute_spectra(model, **kw)
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"jobs": True}, r"^jobs .* must be an integer, got bool True$"),
+    ({"n_layers": 2.0}, r"^n_layers .* must be an integer, got float 2\.0$"),
+])
+def test_api_wrong_option_types_are_type_errors(kw, fragment, tmp_path):
+    """The one validation rule: a wrong type is a TypeError (a bool is no integer, nor is 2.0)."""
+    with pytest.raises(TypeError, match=fragment):
+        compute_spectra(write_model(tmp_path / "m"), **kw)
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -703,7 +713,7 @@ def test_unwritable_folder_is_checked_before_work(tmp_path, capsys):
 def test_unwritable_folder_is_refused_before_any_computation(opt, tmp_path, capsys, monkeypatch):
     """The same check as above, runnable as root: the folder reports itself unwritable (os.access), and the
     analysis must not even start."""
-    import bounds_lib.proxies as P
+    import bounds_lib.spectra as P  # where the CLI takes compute_spectra from
 
     d = write_model(tmp_path / "m")
     ro = tmp_path / "ro"
@@ -719,7 +729,7 @@ def test_unwritable_folder_is_refused_before_any_computation(opt, tmp_path, caps
 def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monkeypatch):
     """--json and --plots: a figure that fails after the JSON is rendered leaves no JSON, no folder, and an
     existing report untouched."""
-    import bounds_lib.proxies as P
+    import bounds_lib.plotting as P  # where the CLI takes the figures from
 
     d = write_model(tmp_path / "m")
     out = tmp_path / "out"
@@ -735,7 +745,7 @@ def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monke
 
 
 def test_interrupt_during_rendering_says_nothing_was_written_truly(tmp_path, capsys, monkeypatch):
-    import bounds_lib.proxies as P
+    import bounds_lib.plotting as P  # where the CLI takes the figures from
 
     d = write_model(tmp_path / "m")
     out = tmp_path / "out"

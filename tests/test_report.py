@@ -65,9 +65,9 @@ def test_architecture_B_ours_equals_scored_model_at_p_zero():
     small = score(synthetic_spectra(L=1, H=2, N=8, d=4, sigma1=1e-3, decay=0.01))
     assert np.any(small.p_stars > 0)
     assert math.exp(small.log_B_ours_sum) < R.architecture_B_ours(1, 8, 2, 4)
-    with pytest.raises(ValueError, match="L must be a positive int"):
+    with pytest.raises(ValueError, match=r"^L \(layers\) == 0, must be >= 1$"):
         R.architecture_B_ours(0, 8, 2, 4)
-    with pytest.raises(ValueError, match="H must be a positive int"):
+    with pytest.raises(TypeError, match=r"^H \(heads\) must be an integer, got bool True$"):
         R.architecture_B_ours(1, 8, True, 4)
 
 
@@ -77,7 +77,7 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match="BoundReport"):
         R.norm_ratio_medians(synthetic_spectra())
     sp = synthetic_spectra()
-    with pytest.raises(ValueError, match=r"p must be a number in \(0, 2\]"):
+    with pytest.raises(ValueError, match=r"^p \(a grid point in \(0, 2\]\) == 0.0, must be > 0$"):
         R.compare_modes(sp, sp, p=0.0)
     with pytest.raises(ValueError, match="different numbers of matrices"):
         R.break_even_shifts(score(sp), synthetic_spectra(L=2))
