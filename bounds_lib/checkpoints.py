@@ -819,7 +819,7 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
         while f"{spec.prefix}{stack}.{n_found}.{first}" in source:
             n_found += 1
         raise CheckpointError(f"{source.description}: config.json says {L} layers but the weights hold at "
-                              f"least {n_found}; fix config.json, or pass --layers K (layers=K) to analyse "
+                              f"least {n_found}; fix config.json, or pass --layers K (n_layers=K) to analyse "
                               "the first K layers on purpose")
     shapes = spec.expected_shapes()
     for layer in range(L):
