@@ -339,3 +339,19 @@ def test_in_memory_model_and_storage_name():
     with pytest.raises(ValueError, match="does not divide"):
         random_bert_state_dict(hidden=9, n_heads=2)
 
+
+
+def test_top_level_entry_points_and_old_paths_point_to_the_new_homes():
+    import bounds_lib
+    from bounds_lib import checkpoints, proxies, scoring, spectra
+
+    assert bounds_lib.analyze is scoring.analyze and bounds_lib.score is scoring.score
+    assert bounds_lib.compute_spectra is spectra.compute_spectra
+    assert bounds_lib.open_checkpoint is checkpoints.open_checkpoint
+    assert set(bounds_lib.__all__) == {"__version__", "analyze", "compute_spectra", "score", "open_checkpoint"}
+    new_homes = (spectra, scoring, bounds_lib.plotting)
+    for name in proxies.__all__:  # the old module only re-exports objects defined in the new homes
+        obj = getattr(proxies, name)
+        assert any(getattr(m, n, None) is obj for m in new_homes for n in dir(m)), name
+    assert proxies.KINDS == scoring.MULTI_HEAD_MATRIX_TYPES
+    assert not hasattr(spectra.ModelSpectra, "spectral_norms")
