@@ -1,4 +1,4 @@
-"""The ``bounds-lib`` command line: reports, plots, and every bad input of issue 4.
+"""The ``bounds-lib`` command line: reports, plots, and every bad input.
 
 Each bad input must give a non-zero exit, exactly one line on stderr (no traceback unless
 ``--debug``) and no report file.
@@ -15,16 +15,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tiny_checkpoints import write_tiny_bert  # noqa: E402
+
 from bounds_lib.cli import main  # noqa: E402
 
 
 def _bert(path, *, L=2, N=16, H=2, F=32, seed=0, init_std=0.02):
-    torch.manual_seed(seed)
-    cfg = transformers.BertConfig(hidden_size=N, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
-                                  vocab_size=30, max_position_embeddings=16, initializer_range=init_std)
-    model = transformers.BertModel(cfg)
-    model.save_pretrained(path)
-    return model
+    """A tiny BERT written into ``path`` (the one writer of the test suite, :mod:`tiny_checkpoints`)."""
+    return write_tiny_bert(path, layers=L, hidden=N, heads=H, intermediate=F, seed=seed, init_std=init_std)
 
 
 def _edit_config(path, **kw):
@@ -253,3 +251,21 @@ def test_failed_plot_leaves_no_folder(tmp_path):
     folder.mkdir(parents=True)  # a folder the user already had is kept, and stays as it was
     attempt(folder, {"bad": broken})
     assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("exc", [TypeError("n_layers must be an integer, got float 2.0"),
+                                 ValueError("n_layers == 5, must be <= 2")])
+def test_type_and_value_errors_give_one_line(exc, tmp_path, capsys, monkeypatch):
+    """The library's TypeError (wrong type) and ValueError (wrong value) both end as one clean line, exit 1."""
+    import bounds_lib.spectra
+
+    _bert(tmp_path / "m")
+    capsys.readouterr()
+
+    def fail(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(bounds_lib.spectra, "compute_spectra", fail)
+    assert main(["analyze", str(tmp_path / "m"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"bounds-lib: error: {exc}\n"
