@@ -38,7 +38,7 @@ def tiny_bert(tiny_bert_dir):
 
 
 def released_proxies(sd, L, N, H):
-    """Independent, plain-float re-computation of NOTES.md §5 (no bounds_lib code)."""
+    """Plain-float re-computation of the released proxies (Chapter 6, ch06-def-proxies; no bounds_lib code)."""
     d = N // H
     tiny = np.finfo(np.float64).tiny
 

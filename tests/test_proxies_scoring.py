@@ -1,7 +1,7 @@
 """Closed forms of ``bounds_lib.scoring.score`` on small synthetic spectra (no checkpoint, no torch).
 
 Every number of a :class:`~bounds_lib.scoring.BoundReport` is recomputed here in plain Python floats
-from the formulas of Chapter 6 / NOTES.md §5 — ``Λ_k``, ``α``, ``γ`` (released form and with ``L_φ``),
+from the formulas of Chapter 6 (ch06-def-proxies) — ``Λ_k``, ``α``, ``γ`` (released form and with ``L_φ``),
 ``K = γαL``, ``T(W;p)`` on the grid ``𝒫_m``, ``p*``, ``B_ours`` (sum and root-sum-square),
 ``B_Edelman`` and its (1,1) analogue — for every option of :class:`ScoringOptions` (the ``L_φ``-in-γ
 option, the softmax constant, ``L_φ``, the logit scale as a number and as ``1/√d_h``), and for
