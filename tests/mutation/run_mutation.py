@@ -37,6 +37,8 @@ TESTS = {
     "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_proxies.py"],
     "spectra": ["tests/test_proxies.py"],
 }
+#: What every test run needs next to the tests: conftest.py and the helper modules it imports.
+SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py"]
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
 #: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
 #: ``--bounds-only`` leaves them out: each of their mutants reruns slow optimiser tests, and their
@@ -68,7 +70,7 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, f
         shutil.rmtree(work)
     (work / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "bounds_lib", work / "bounds_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for t in ["tests/conftest.py", "tests/tiny_checkpoints.py", *TESTS[module]]:
+    for t in [*SUPPORT, *TESTS[module]]:
         if (ROOT / t).exists():
             shutil.copy(ROOT / t, work / t)
     tests = "\n    ".join(TESTS[module])
