@@ -94,17 +94,17 @@ def synthetic_spectra(L: int = 3, H: int = 2, N: int = 8, d: int = 4, sigma1: fl
     """A BERT-shaped ``ModelSpectra`` with known spectra, no checkpoint: per layer ``H`` QK and V heads of rank ``d``
     (singular values ``sigma1·decay^i``), and FFN matrices with ``N`` values from ``sigma1`` down to ``sigma1/10``."""
     from bounds_lib.checkpoints import ArchitectureSpec
-    from bounds_lib.proxies import MatrixSpectrum, ModelSpectra
+    from bounds_lib.spectra import MatrixSpectrum, ModelSpectra
 
     arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
     mats = []
     for l in range(L):
-        for kind in ("QK", "V"):
+        for matrix_type in ("QK", "V"):
             for h in range(H):
                 s = np.zeros(N)
                 s[:d] = sigma1 * decay ** np.arange(d)
-                mats.append(MatrixSpectrum(l, h, kind, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
-        for kind, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
+                mats.append(MatrixSpectrum(l, h, matrix_type, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
+        for matrix_type, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
             s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
-            mats.append(MatrixSpectrum(l, -1, kind, shape, s, 5.0 * sigma1, 20.0 * sigma1))
+            mats.append(MatrixSpectrum(l, -1, matrix_type, shape, s, 5.0 * sigma1, 20.0 * sigma1))
     return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
