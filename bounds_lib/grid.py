@@ -64,7 +64,7 @@ __all__ = [
     "main",
 ]
 
-#: The full grid of the committed results: 80 models. Summed training time 46 min measured on a shared
+#: The full grid of the committed results, 80 models. Summed training time 46 min measured on a shared
 #: 2-core machine (one torch thread per process, other jobs running); the larger models dominate.
 FULL_GRID = dict(depths=(1, 2, 4, 8), widths=(16, 32, 64, 128), n_trains=(64, 256, 1024),
                  random_label_n=(256, 1024), kind="parity", T=16, s=3, steps=200, lr=3e-3, n_test=4096,

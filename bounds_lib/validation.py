@@ -1,6 +1,6 @@
 """One validation of user input for the whole library, in the style of scikit-learn's ``check_scalar``.
 
-Every public function of :mod:`bounds_lib` checks its arguments with the helpers below, so that one
+Every public function of ``bounds_lib`` checks its arguments with the helpers below, so that one
 rule holds everywhere:
 
 * a value of the wrong **type** raises :class:`TypeError` (``"L must be an integer, got float 3.0"``);
@@ -19,6 +19,8 @@ NumPy array, and :func:`check_array` checks the values of a float64 array (finit
 Following NumPy and scikit-learn, an array whose *contents* are unsuitable (complex, object,
 strings, NaN, negative where a norm is meant) raises :class:`ValueError`.
 
+Examples
+--------
 >>> check_scalar(3, "L", int, min_val=1)
 3
 >>> check_scalar(3.0, "L", int, min_val=1)
@@ -60,8 +62,8 @@ def check_scalar(x, name: str, target_type, *, min_val=None, max_val=None,
         The parameter's name, as the error message shows it (may carry an explanation:
         ``"N (hidden size)"``).
     target_type : {int, float}
-        ``int`` (or :class:`numbers.Integral`): Python or NumPy integers, returned as ``int``.
-        ``float`` (or :class:`numbers.Real`): any real number but ``bool``, returned as ``float``.
+        ``int`` (or ``numbers.Integral``): Python or NumPy integers, returned as ``int``.
+        ``float`` (or ``numbers.Real``): any real number but ``bool``, returned as ``float``.
     min_val, max_val : float, optional
         Bounds of the accepted range (``None``: unbounded on that side).
     include_boundaries : {"both", "left", "right", "neither"}
@@ -113,6 +115,8 @@ def check_scalar(x, name: str, target_type, *, min_val=None, max_val=None,
 def check_bool(x, name: str) -> bool:
     """``x`` as a Python ``bool``; :class:`TypeError` for anything but ``True``/``False``.
 
+    Examples
+    --------
     >>> check_bool(np.True_, "learned_readout")
     True
     >>> check_bool(1, "learned_readout")
@@ -154,6 +158,8 @@ def check_array(x, name: str, *, min_val=None, max_val=None, include_boundaries:
         ``x`` is complex, empty (with ``allow_empty=False``), holds NaN, a forbidden infinity, or a
         value outside the range.
 
+    Examples
+    --------
     >>> check_array([0.5, 2.0], "sigma", min_val=0).tolist()
     [0.5, 2.0]
     >>> check_array([1.0, -1.0], "sigma", min_val=0, what="singular values are >= 0")
@@ -224,6 +230,8 @@ def as_real_array(x, name: str = "array", *, allow_integer: bool = True) -> np.n
     checked here (callers check it once they know the dtype they compute in, or use
     :func:`check_array`).
 
+    Examples
+    --------
     >>> as_real_array([[1, 2], [3, 4]], "W").dtype.kind
     'i'
     >>> as_real_array([1j], "W")
