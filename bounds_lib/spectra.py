@@ -148,7 +148,16 @@ class ModelSpectra(_ArchitectureSizes):
 
     def prefix(self, k: int) -> "ModelSpectra":
         """The first ``k`` layers as a depth-``k`` model (a *prefix of one trained model*, not a model
-        trained at depth ``k``): used for depth curves when only one checkpoint is at hand."""
+        trained at depth ``k``): used for depth curves when only one checkpoint is at hand.
+
+        Raises :class:`TypeError` for a non-integer ``k`` and :class:`ValueError` outside ``1..L``.
+
+        >>> from bounds_lib.checkpoints import random_bert_state_dict
+        >>> sd, cfg = random_bert_state_dict(n_layers=3, hidden=8, n_heads=2, d_ff=16)
+        >>> sp = compute_spectra(sd, config=cfg).prefix(2)
+        >>> sp.L, len(sp.matrices), sp.meta["prefix_of"]
+        (2, 12, 3)
+        """
         k = check_scalar(k, "prefix length k", int, min_val=1, max_val=self.L)
         arch = replace(self.arch, n_layers=k)
         mats = tuple(m for m in self.matrices if m.layer < k)
@@ -170,6 +179,18 @@ class SpectraCache:
     never decomposed twice — e.g. ``M_in``/``M_out`` when switching between clean and paper mode.
     The key is a BLAKE2b digest of the bytes, shape and dtype of every input tensor, so a hit returns
     exactly what the computation would. ``hits`` and ``misses`` count lookups.
+
+    Examples
+    --------
+    Four matrix groups per layer; in paper mode only the two head-product groups are new:
+
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16)
+    >>> cache = SpectraCache()
+    >>> clean = compute_spectra(sd, config=cfg, cache=cache)
+    >>> paper = compute_spectra(sd, config=cfg, mode="paper", cache=cache)
+    >>> cache.misses, cache.hits
+    (12, 4)
     """
 
     def __init__(self):

@@ -269,3 +269,18 @@ def test_type_and_value_errors_give_one_line(exc, tmp_path, capsys, monkeypatch)
     assert main(["analyze", str(tmp_path / "m"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert err == f"bounds-lib: error: {exc}\n"
+
+
+def test_progress_bar_only_on_a_terminal_by_default(tmp_path, capsys, monkeypatch):
+    """Default: a tqdm bar on stderr only when stderr is a terminal; never anything on stdout."""
+    _bert(tmp_path / "m")
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "m"), "--quiet"]) == 0  # captured stderr: not a terminal
+    cap = capsys.readouterr()
+    assert cap.out == "" and "8/8" not in cap.err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["analyze", str(tmp_path / "m"), "--quiet"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == "" and "8/8" in cap.err  # 2 layers × 4 matrix groups
+    assert main(["analyze", str(tmp_path / "m"), "--quiet", "--no-progress"]) == 0
+    assert "8/8" not in capsys.readouterr().err
