@@ -237,7 +237,7 @@ class TensorSource:
 
     description: str = ""
     config: dict
-    #: Where the tensors are stored: ``"safetensors"``, ``"pytorch-bin"`` or ``"in-memory"``.
+    #: Where the tensors are stored — ``"safetensors"``, ``"pytorch-bin"`` or ``"in-memory"``.
     storage: str = ""
 
     @property
@@ -847,7 +847,7 @@ def random_bert_state_dict(n_layers: int = 2, hidden: int = 8, n_heads: int = 2,
     n_layers, hidden, n_heads, d_ff : int
         Layers, hidden size ``N`` (a multiple of ``n_heads``), attention heads, feed-forward width.
     seed : int
-        Seed of :func:`numpy.random.default_rng`.
+        Seed of ``numpy.random.default_rng``.
     std : float
         Standard deviation of the entries.
 

@@ -1,7 +1,7 @@
 """The figures of Chapter 6 (proxies on real checkpoints), in the book's style — their one home.
 
 Chapter 6 and the CLI's ``--plots`` call these functions; :mod:`bounds_lib.report` and
-:mod:`bounds_lib.proxies` re-export them under their old names. Every figure is made with
+``bounds_lib.proxies`` re-export them under their old names. Every figure is made with
 :func:`bounds_lib.style.book_subplots` (at most two panels per row, sized for the page) and carries a
 colour key for every colour (a colour bar for layers). Call :func:`bounds_lib.style.use_book_style`
 once in a notebook first; matplotlib is imported on first use.

@@ -489,7 +489,7 @@ class ProxyRow:
 
     @property
     def log10_B_edelman_11(self) -> float:
-        """Old name of :attr:`log10_B_11` (read-only alias, kept for existing callers)."""
+        """Old name of ``log10_B_11`` (read-only alias, kept for existing callers)."""
         return self.log10_B_11
 
 

@@ -55,9 +55,9 @@ __all__ = [
     "analyze",
 ]
 
-#: Matrix types of the paper's single-head model (Chapter 1): ``W_QK``, ``W_V``, ``W_M`` per layer.
+#: Matrix types of the paper's single-head model (Chapter 1) — ``W_QK``, ``W_V``, ``W_M`` per layer.
 SINGLE_HEAD_MATRIX_TYPES = ("QK", "V", "M")
-#: Matrix types of a multi-head checkpoint (Chapter 6), in the order of the paper: per-head ``QK_h``,
+#: Matrix types of a multi-head checkpoint (Chapter 6) in the order of the paper — per-head ``QK_h``,
 #: per-head ``Ṽ_h`` ("V"), then the layer's ``M_in`` and ``M_out``.
 MULTI_HEAD_MATRIX_TYPES = ("QK", "V", "M_in", "M_out")
 #: The proxies :func:`single_head_proxies` returns (all as log10), in the order Chapter 7 shows them;
@@ -339,7 +339,7 @@ class MatrixScore:
 
     @property
     def kind(self) -> str:
-        """Old name of :attr:`matrix_type` (read-only alias, kept for existing callers)."""
+        """Old name of ``matrix_type`` (read-only alias, kept for existing callers)."""
         return self.matrix_type
 
     @property
@@ -405,12 +405,12 @@ class BoundReport(_ArchitectureSizes):
 
     @property
     def log_B_edelman_11(self) -> float:
-        """Old name of :attr:`log_B_11` (read-only alias, kept for existing callers)."""
+        """Old name of ``log_B_11`` (read-only alias, kept for existing callers)."""
         return self.log_B_11
 
     @property
     def p_stars(self) -> np.ndarray:
-        """``p*`` of every matrix, in the order of :attr:`matrices`."""
+        """``p*`` of every matrix, in the order of ``matrices``."""
         return np.array([m.p_star for m in self.matrices])
 
     def select(self, matrix_type=None, layer=None) -> list:
@@ -424,7 +424,7 @@ class BoundReport(_ArchitectureSizes):
         -------
         dict
             ``B_ours_sum``, ``B_ours_rss``, ``B_edelman`` and ``B_edelman_11_extension`` (the (1,1)
-            analogue, :attr:`log_B_11`) as :func:`log10_or_value` dicts; ``grid_m``, ``grid_points``,
+            analogue, ``log_B_11``) as :func:`log10_or_value` dicts; ``grid_m``, ``grid_points``,
             ``fraction_p_star_zero`` and ``n_matrices``.
         """
         ps = self.p_stars

@@ -75,7 +75,7 @@ class MatrixSpectrum:
 
     @property
     def kind(self) -> str:
-        """Old name of :attr:`matrix_type` (read-only alias, kept for existing callers)."""
+        """Old name of ``matrix_type`` (read-only alias, kept for existing callers)."""
         return self.matrix_type
 
     @property
