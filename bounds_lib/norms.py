@@ -1,7 +1,7 @@
 """Matrix norms and Schatten quantities used throughout the book (Chapter 1).
 
-Conventions (row-vector, as in the paper): a weight ``W`` of shape ``(ℓ, m)`` acts as
-``X ↦ X W`` on a token matrix ``X ∈ ℝ^{T×ℓ}``.
+Conventions (row-vector, as in the paper): a weight ``W ∈ ℝ^{d×d'}`` acts as ``X ↦ X W`` on a token
+matrix ``X ∈ ℝ^{T×d}``.
 
 * ``S_p(W) = Σ_i σ_i(W)^p`` for ``p ∈ (0, 2]`` (``p = 1`` nuclear norm, ``p = 2`` squared
   Frobenius norm); ``S_0(W)`` is the numerical rank (Chapter 1, eq. ``eq-schatten``).
@@ -10,15 +10,16 @@ Conventions (row-vector, as in the paper): a weight ``W`` of shape ``(ℓ, m)`` 
 * ``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` (column norms), ``‖W‖_{1,1} = Σ_ij |W_ij|``,
   ``‖Z‖_{2→∞} = max_t ‖Z_{t,:}‖_2`` (worst token row).
 
-Every function validates its input and raises :class:`ValueError` naming the problem.
+Every function validates its input with :mod:`bounds_lib.validation`: :class:`TypeError` for an
+argument of the wrong type, :class:`ValueError` for a wrong value, each naming the argument.
+The falsification of the inequalities between these norms is
+:func:`bounds_lib.checks.falsify_norm_inequalities`.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .arrays import as_real_array
+from .validation import as_real_array, check_array, check_scalar
 
 __all__ = [
     "RANK_RTOL",
@@ -39,8 +40,6 @@ __all__ = [
     "norm_11",
     "norm_2_to_inf",
     "NORM_INEQUALITIES",
-    "norm_inequality_ratios",
-    "falsify_norm_inequalities",
     "dudley_bound_linear",
     "rademacher_linear_mc",
 ]
@@ -65,30 +64,43 @@ def as_matrix(W, name: str = "W") -> np.ndarray:
 
 def validate_p(p, name: str = "p") -> float:
     """Return ``p`` as a float if it is a Schatten index in ``[0, 2]``, else raise ``ValueError``."""
-    if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise ValueError(f"{name} must be a real number in [0, 2], got {p!r}")
-    p = float(p)
-    if not (0.0 <= p <= 2.0):  # also rejects NaN
-        raise ValueError(f"{name} must lie in [0, 2] (Schatten indices of the paper), got {p}")
-    return p
+    return check_scalar(p, f"{name} (a Schatten index of the paper, in [0, 2])", float, min_val=0.0, max_val=2.0)
 
 
 def validate_sigma(sigma, name: str = "sigma") -> np.ndarray:
     """Return singular values as a 1-D float64 array sorted descending; reject bad input."""
-    s = np.asarray(sigma, dtype=np.float64)
+    s = check_array(sigma, name, min_val=0.0, allow_empty=False,
+                    what="singular values are finite and >= 0; a matrix has at least one")
     if s.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of singular values, got shape {s.shape}")
-    if s.size == 0:
-        raise ValueError(f"{name} is empty; a matrix has at least one singular value")
-    if not np.all(np.isfinite(s)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if np.any(s < 0):
-        raise ValueError(f"{name} contains negative values; singular values are >= 0")
     return np.sort(s)[::-1]
 
 
 def singular_values(W, name: str = "W") -> np.ndarray:
-    """All ``min(ℓ, m)`` singular values of ``W`` in descending order (LAPACK gesdd)."""
+    """All ``min(d, d')`` singular values of ``W ∈ ℝ^{d×d'}`` in descending order (LAPACK ``gesdd``).
+
+    Parameters
+    ----------
+    W : array_like, shape (d, d')
+        A real matrix (NumPy array, nested list or torch tensor; float16/bfloat16 widened exactly).
+    name : str
+        The argument's name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``σ_1 ≥ σ_2 ≥ … ≥ σ_{min(d,d')} ≥ 0`` (Chapter 1, Definition ``def-norms``).
+
+    Raises
+    ------
+    ValueError
+        ``W`` is not a finite, non-empty, real 2-D array.
+
+    Examples
+    --------
+    >>> singular_values([[3.0, 0.0], [0.0, -4.0]]).tolist()
+    [4.0, 3.0]
+    """
     A = as_matrix(W, name)
     return np.linalg.svd(A, compute_uv=False)
 
@@ -100,17 +112,69 @@ def rank_threshold(sigma) -> float:
 
 
 def numerical_rank(sigma) -> int:
-    """``#{σ_i > RANK_RTOL · len(σ) · max(σ₁, 1)}`` — the released code's ``S_0``."""
+    """The numerical rank ``S_0 = #{σ_i > RANK_RTOL · len(σ) · max(σ₁, 1)}`` — the released code's ``S_0``.
+
+    Parameters
+    ----------
+    sigma : array_like
+        Singular values (any order; :func:`singular_values` of the matrix).
+
+    Returns
+    -------
+    int
+        The number of singular values above :func:`rank_threshold` (Chapter 1, eq. ``eq-schatten``).
+
+    Raises
+    ------
+    TypeError
+        ``sigma`` is a bool or not numeric.
+    ValueError
+        ``sigma`` is empty, not 1-D, or holds a negative, NaN or infinite value.
+
+    Examples
+    --------
+    >>> numerical_rank([2.0, 1.0, 1e-12])
+    2
+    """
     s = validate_sigma(sigma)
     return int(np.count_nonzero(s > rank_threshold(s)))
 
 
 def schatten_power(sigma, p) -> float:
-    """``S_p = Σ_i σ_i^p`` over all given singular values for ``p ∈ (0, 2]``; ``S_0`` = numerical rank.
+    """``S_p(W) = Σ_i σ_i^p`` over all given singular values for ``p ∈ (0, 2]``; ``S_0`` = numerical rank.
 
-    Pass the singular values (``singular_values(W)``). Note that for small ``p > 0`` the sum
-    includes numerically-zero singular values (``σ ≈ 1e-15`` still contributes ``σ^p``), exactly as
-    the released code does; drop them beforehand for the "clean" convention.
+    Chapter 1, eq. ``eq-schatten``: ``S_1`` is the nuclear norm, ``S_2`` the squared Frobenius norm.
+    Pass the singular values (``singular_values(W)``). For small ``p > 0`` the sum includes
+    numerically-zero singular values (``σ ≈ 1e-15`` still contributes ``σ^p``), exactly as the released
+    code does; drop them beforehand for the "clean" convention.
+
+    Parameters
+    ----------
+    sigma : array_like
+        Singular values of ``W ∈ ℝ^{d×d'}``.
+    p : float
+        The Schatten index, in ``[0, 2]``.
+
+    Returns
+    -------
+    float
+        ``S_p(W)``.
+
+    Raises
+    ------
+    TypeError
+        ``p`` is not a real number (a bool included), or ``sigma`` is not numeric.
+    ValueError
+        ``p`` is outside ``[0, 2]`` or NaN; ``sigma`` is empty or holds a negative or non-finite value.
+
+    Examples
+    --------
+    >>> schatten_power([4.0, 1.0], 0.5)
+    3.0
+    >>> schatten_power([4.0, 1.0], 2)
+    17.0
+    >>> schatten_power([4.0, 1e-12], 0)   # the numerical rank
+    1.0
     """
     p = validate_p(p)
     s = validate_sigma(sigma)
@@ -122,15 +186,37 @@ def schatten_power(sigma, p) -> float:
 def schatten_powers(sigma, ps) -> np.ndarray:
     """:func:`schatten_power` for every ``p`` in ``ps`` at once (one validation, one power table).
 
-    Returns ``[S_p for p in ps]``; used for the post hoc grid, where it avoids re-validating and
-    re-sorting ``σ`` at every grid point.
+    Used on the post hoc grid (Chapter 4), where it avoids re-validating and re-sorting ``σ`` at every
+    grid point.
+
+    Parameters
+    ----------
+    sigma : array_like
+        Singular values of ``W``.
+    ps : array_like, shape (k,)
+        Schatten indices in ``[0, 2]``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,)
+        ``[S_p(W) for p in ps]``.
+
+    Raises
+    ------
+    TypeError
+        ``ps`` holds booleans (as :func:`schatten_power` refuses ``p = True``) or ``sigma`` is not numeric.
+    ValueError
+        ``ps`` is not 1-D or has an entry outside ``[0, 2]``; ``sigma`` is invalid.
+
+    Examples
+    --------
+    >>> schatten_powers([4.0, 1.0], [0.0, 0.5, 2.0]).tolist()
+    [2.0, 3.0, 17.0]
     """
     s = validate_sigma(sigma)
-    p = np.asarray(ps, dtype=np.float64)
+    p = check_array(ps, "ps", min_val=0.0, max_val=2.0, what="Schatten indices of the paper lie in [0, 2]")
     if p.ndim != 1:
         raise ValueError(f"ps must be a 1-D array of Schatten indices, got shape {p.shape}")
-    if np.any(np.isnan(p)) or np.any((p < 0) | (p > 2)):
-        raise ValueError("every p must lie in [0, 2] (Schatten indices of the paper)")
     out = np.empty(p.size)
     zero = p == 0
     out[zero] = numerical_rank(s)
@@ -140,7 +226,34 @@ def schatten_powers(sigma, ps) -> np.ndarray:
 
 
 def schatten_quasinorm(sigma, p) -> float:
-    """``‖W‖_{S_p} = S_p^{1/p}`` for ``p ∈ (0, 2]`` (a norm for ``p ≥ 1``, a quasi-norm below)."""
+    """``‖W‖_{S_p} = S_p(W)^{1/p}`` for ``p ∈ (0, 2]`` (a norm for ``p ≥ 1``, a quasi-norm below).
+
+    Parameters
+    ----------
+    sigma : array_like
+        Singular values of ``W``.
+    p : float
+        The Schatten index, in ``(0, 2]``.
+
+    Returns
+    -------
+    float
+        ``S_p(W)^{1/p}`` (Chapter 1, Definition ``def-norms``).
+
+    Raises
+    ------
+    TypeError
+        ``p`` is not a real number.
+    ValueError
+        ``p = 0`` (use :func:`numerical_rank`), ``p`` outside ``[0, 2]``, or ``sigma`` invalid.
+
+    Examples
+    --------
+    >>> schatten_quasinorm([3.0, 4.0], 2)   # the Frobenius norm
+    5.0
+    >>> schatten_quasinorm([3.0, 4.0], 1)   # the nuclear norm
+    7.0
+    """
     p = validate_p(p)
     if p == 0.0:
         raise ValueError("the Schatten quasi-norm S_p^{1/p} is undefined at p = 0; use numerical_rank")
@@ -148,7 +261,13 @@ def schatten_quasinorm(sigma, p) -> float:
 
 
 def spectral_norm(W) -> float:
-    """``‖W‖_2 = σ_1(W)``."""
+    """``‖W‖_2 = σ_1(W)``, the largest singular value.
+
+    Examples
+    --------
+    >>> spectral_norm([[3.0, 0.0], [0.0, -4.0]])
+    4.0
+    """
     return float(singular_values(W)[0])
 
 
@@ -169,13 +288,57 @@ def stable_rank(W) -> float:
 
 
 def norm_21(W) -> float:
-    """``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` — sum of column norms (row-vector convention, as released)."""
+    """``‖W‖_{2,1} = Σ_j ‖W_{:,j}‖_2`` — the sum of the column norms (row-vector convention, as released).
+
+    The norm of Edelman et al.'s bound (Chapter 1, Definition ``def-norms``).
+
+    Parameters
+    ----------
+    W : array_like, shape (d, d')
+        A real matrix.
+
+    Returns
+    -------
+    float
+        ``‖W‖_{2,1}``.
+
+    Raises
+    ------
+    ValueError
+        ``W`` is not a finite, non-empty, real 2-D array.
+
+    Examples
+    --------
+    >>> norm_21([[3.0, 1.0], [4.0, 0.0]])
+    6.0
+    """
     A = as_matrix(W)
     return float(np.sum(np.linalg.norm(A, axis=0)))
 
 
 def norm_11(W) -> float:
-    """``‖W‖_{1,1} = Σ_ij |W_ij|``."""
+    """``‖W‖_{1,1} = Σ_ij |W_ij|`` — the norm of Trauger and Tewari's bound (Chapter 1, ``def-norms``).
+
+    Parameters
+    ----------
+    W : array_like, shape (d, d')
+        A real matrix.
+
+    Returns
+    -------
+    float
+        ``‖W‖_{1,1}``.
+
+    Raises
+    ------
+    ValueError
+        ``W`` is not a finite, non-empty, real 2-D array.
+
+    Examples
+    --------
+    >>> norm_11([[3.0, -1.0], [4.0, 0.0]])
+    8.0
+    """
     return float(np.sum(np.abs(as_matrix(W))))
 
 
@@ -206,58 +369,49 @@ NORM_INEQUALITIES = {
 }
 
 
-def norm_inequality_ratios(W, weaken=1.0) -> dict:
-    """``weaken · lhs/rhs`` of every inequality in :data:`NORM_INEQUALITIES` at the matrix ``W``
-    (0 when both sides vanish)."""
-    A = as_matrix(W)
-    s = singular_values(A)
-    r = numerical_rank(s)
-    if r == 0:
-        return {name: 0.0 for name in NORM_INEQUALITIES}
-    k = s[:r]
-    out = {}
-    for name, (lhs, rhs) in NORM_INEQUALITIES.items():
-        b = float(rhs(A, s, k, r))
-        out[name] = weaken * float(lhs(A, s, k, r)) / b if b > 0 else 0.0
-    return out
-
-
-def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5)):
-    """Check every inequality of :data:`NORM_INEQUALITIES` (Chapter 1) by random matrices of random
-    shape (1–39 per side), rank and scale (``10^±3``), then by Nelder–Mead over the entries of a
-    ``shape`` matrix from random starts. ``weaken > 1`` divides every right side by ``weaken``
-    (power check). Returns one :class:`~bounds_lib.falsification.Falsification` per inequality."""
-    from .falsification import Falsification, adversarial_search
-
-    names = list(NORM_INEQUALITIES)
-    rand = {n: [] for n in names}
-    for _ in range(int(trials)):
-        l, m = (int(x) for x in rng.integers(1, 40, size=2))
-        rk = int(rng.integers(1, min(l, m) + 1))
-        W = rng.standard_normal((l, rk)) @ rng.standard_normal((rk, m)) * 10.0 ** rng.uniform(-3, 3)
-        for n, v in norm_inequality_ratios(W, weaken).items():
-            rand[n].append(v)
-    out = []
-    for n in names:
-        starts = rng.standard_normal((int(restarts), shape[0] * shape[1]))
-        adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken)[n], starts,
-                                     maxiter=4000) if restarts else (np.zeros(0), None))
-        out.append(Falsification(n + (f" ÷{weaken:g}" if weaken != 1.0 else ""), np.array(rand[n]), adv))
-    return out
-
-
 def dudley_bound_linear(n, d, etas=None):
-    """Dudley's bound (Chapter 1, ``thm-dudley``) for the unit-ball linear class on ``n`` points of the
-    unit ball of ``ℝ^d`` with the volumetric entropy ``d·log(1 + 2/ε)`` and ``B = 1``:
-    ``min_η 4η + (12/√n) ∫_η^1 √(d·log(1+2/ε)) dε`` over a log grid of ``η`` (default 1e-5…1)."""
+    """Dudley's bound for the unit-ball linear class (Chapter 1, Theorem ``thm-dudley``).
+
+    On ``n`` points of the unit ball of ``ℝ^d`` with the volumetric entropy ``d·log(1 + 2/ε)`` and
+    ``B = 1``: ``min_η 4η + (12/√n) ∫_η^1 √(d·log(1+2/ε)) dε`` over the cut-offs ``etas``.
+
+    Parameters
+    ----------
+    n : int
+        Number of points, ``>= 1``.
+    d : int
+        Dimension, ``>= 1``.
+    etas : array_like, optional
+        Cut-offs in ``(0, 1]`` (default: 120 log-spaced points from ``1e-5`` to 1).
+
+    Returns
+    -------
+    float
+        The smallest bound over the cut-offs.
+
+    Raises
+    ------
+    TypeError
+        ``n`` or ``d`` is not an integer (``3.0`` and ``True`` included).
+    ValueError
+        ``n`` or ``d`` is below 1; ``etas`` is empty, not 1-D or outside ``(0, 1]``.
+
+    Examples
+    --------
+    >>> dudley_bound_linear(100, 3, etas=[1.0])   # η = 1: no integral left
+    4.0
+    """
     from scipy.integrate import quad
 
-    for v, name in ((n, "n"), (d, "d")):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    etas = np.geomspace(1e-5, 1.0, 120) if etas is None else np.asarray(etas, dtype=np.float64)
-    if etas.ndim != 1 or etas.size == 0 or np.any(~(etas > 0)) or np.any(etas > 1):
-        raise ValueError("etas must be a non-empty 1-D array of cut-offs in (0, 1]")
+    n = check_scalar(n, "n (number of points)", int, min_val=1)
+    d = check_scalar(d, "d (dimension)", int, min_val=1)
+    if etas is None:
+        etas = np.geomspace(1e-5, 1.0, 120)
+    else:
+        etas = check_array(etas, "etas", min_val=0.0, max_val=1.0, include_boundaries="right", allow_empty=False,
+                           what="cut-offs of Dudley's integral lie in (0, 1]")
+        if etas.ndim != 1:
+            raise ValueError(f"etas must be a 1-D array of cut-offs in (0, 1], got shape {etas.shape}")
     vals = [4 * e + 12 / np.sqrt(n) * quad(lambda t: np.sqrt(d * np.log1p(2 / t)), e, 1.0)[0] for e in etas]
     return float(min(vals))
 
@@ -265,10 +419,27 @@ def dudley_bound_linear(n, d, etas=None):
 def rademacher_linear_mc(rng, n, d, draws=200):
     """Monte Carlo estimate of ``(1/n) E‖Σ_i ζ_i x_i‖₂`` — the empirical Rademacher complexity of the
     unit-ball linear class — on ``n`` random unit vectors of ``ℝ^d`` (Chapter 1)."""
-    for v, name in ((n, "n"), (d, "d"), (draws, "draws")):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    n = check_scalar(n, "n (number of points)", int, min_val=1)
+    d = check_scalar(d, "d (dimension)", int, min_val=1)
+    draws = check_scalar(draws, "draws", int, min_val=1)
     X = rng.standard_normal((n, d))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     signs = rng.choice([-1.0, 1.0], size=(draws, n))
     return float(np.mean(np.linalg.norm(signs @ X, axis=1)) / n)
+
+
+#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
+#: this module still works until the next release (with a :class:`DeprecationWarning`).
+_MOVED_TO_CHECKS = frozenset({"norm_inequality_ratios", "falsify_norm_inequalities"})
+
+
+def __getattr__(name):
+    if name in _MOVED_TO_CHECKS:
+        import warnings
+
+        from . import checks
+
+        warnings.warn(f"bounds_lib.norms.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(checks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,27 +1,34 @@
 """Post hoc choice of the Schatten index p, discretisation cost, dyadic shells (Chapter 4).
 
 * Per-matrix term (released code, Chapter 4 ``ch04-eq-term``):
-  ``T(W; p) = S_p(W)^{1/(p+2)} · K^{p/(p+2)} · N^{(p+1)/(p+2)}``, computed as
-  ``log T = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N``; at ``p = 0`` ``S_0`` is the rank.
+  ``𝒯(W; p) = S_p(W)^{1/(p+2)} · K^{p/(p+2)} · N^{(p+1)/(p+2)}``, computed as
+  ``log 𝒯 = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N``; at ``p = 0`` ``S_0`` is the rank.
 * Grid ``𝒫_m = {0, 1/m, …, 2}`` with ``m = ⌈L + ln max(N, 2)⌉``; ``p*`` is the first argmin.
-* Aggregations: ``B = Σ T* + √L`` (released) and ``B = √(Σ T*²) + √L`` (matches the examples
-  table; see the book's reconstructions page); both in log space.
+* Aggregations: ``B = Σ 𝒯* + √L`` (released) and ``B = √(Σ 𝒯*²) + √L`` (matches the examples
+  table; see the book's reconstructions page); both in log space (:func:`logsumexp`).
 * Rounding cost (Chapter 4, ``ch04-lem-rounding``) and the union-bound penalty over grid points and
   shells of the radii (Chapter 4, ``ch04-thm-uniform``) — reconstructions by the book.
 * Shells of ratio ``ρ``: a radius ``r`` is rounded up to ``ρ^j``, ``j = ⌈log_ρ r⌉``. Dyadic shells
   (``ρ = 2``) inflate a product of ``k`` rounded radii by up to ``2^k``; geometric shells
   ``ρ = 1 + 1/L`` by at most ``(1 + 1/L)^k ≤ e^{k/L}`` (Chapter 4, ``ch04-lem-shells``).
+
+Arguments are checked with :mod:`bounds_lib.validation` (``TypeError`` for a wrong type, ``ValueError``
+for a wrong value). The randomized and adversarial checks of the rounding and shell lemmas are
+:func:`bounds_lib.checks.falsify_rounding` and :func:`bounds_lib.checks.falsify_shell_inflation`.
 """
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from .norms import schatten_powers, validate_p, validate_sigma
+
+from .norms import schatten_powers, validate_sigma
+from .validation import check_array, check_scalar
 
 __all__ = [
+    "P_MAX",
+    "GRID_ATOL",
     "PosthocChoice",
     "grid_resolution",
     "posthoc_grid",
@@ -38,62 +45,111 @@ __all__ = [
     "shell_log_weight",
     "shell_union_cost",
     "log_alpha_inflation",
-    "falsify_shell_inflation",
-    "rounding_ratio",
-    "falsify_rounding",
     "union_bound_log_count",
     "uniformity_penalty",
 ]
 
-
-def _int_at_least_1(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not np.isfinite(x) or int(x) != x or x < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)
-
-
-def _finite_real(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or math.isnan(x):
-        raise ValueError(f"{name} must be a real number, got {x!r}")
-    if x == math.inf:
-        raise ValueError(f"{name} is +inf; compute it in log space from finite norms")
-    return float(x)
+#: The largest Schatten index of the paper: ``p ∈ [0, P_MAX]``, grid ``𝒫_m = {0, 1/m, …, P_MAX}``.
+P_MAX = 2.0
+#: Absolute slack of :func:`round_up_to_grid`: ``p·m`` within ``1e-12`` of an integer ``k`` (``p = k/m``
+#: up to rounding, e.g. ``(1/3)·3 = 1.0000000000000002``) stays on grid point ``k/m`` instead of jumping
+#: to ``(k+1)/m``.
+GRID_ATOL = 1e-12
+#: ``check_array`` keywords for Schatten indices.
+_P_INDEX = {"min_val": 0.0, "max_val": P_MAX, "what": "Schatten indices of the paper lie in [0, 2]"}
+#: The name the error messages give a shell ratio.
+_RATIO = "shell ratio (2 for dyadic shells, 1 + 1/L for geometric ones)"
 
 
 def grid_resolution(L, N):
-    """``m = ⌈L + ln max(N, 2)⌉`` — the grid resolution of the released code."""
-    L = _int_at_least_1(L, "L (number of layers)")
-    N = _int_at_least_1(N, "N (hidden size)")
+    """``m = ⌈L + ln max(N, 2)⌉`` — the grid resolution of the released code (Chapter 4, ``ch04-thm-uniform``).
+
+    Parameters
+    ----------
+    L : int
+        The number of layers, ``>= 1``.
+    N : int
+        The hidden size, ``>= 1``.
+
+    Returns
+    -------
+    int
+        ``m``.
+
+    Raises
+    ------
+    TypeError
+        ``L`` or ``N`` is not an integer (``3.0`` and ``True`` included).
+    ValueError
+        ``L`` or ``N`` is below 1.
+
+    Examples
+    --------
+    >>> grid_resolution(12, 768)
+    19
+    """
+    L = check_scalar(L, "L (number of layers)", int, min_val=1)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
     return int(math.ceil(L + math.log(max(N, 2))))
 
 
 def posthoc_grid(L, N):
-    """``𝒫_m = {0, 1/m, 2/m, …, 2}`` (``2m + 1`` points), ``m = grid_resolution(L, N)``."""
+    """``𝒫_m = {0, 1/m, 2/m, …, 2}`` (``2m + 1`` points), ``m = grid_resolution(L, N)`` (Chapter 4).
+
+    Parameters and errors as :func:`grid_resolution`.
+
+    Returns
+    -------
+    numpy.ndarray, shape (2m + 1,)
+        The grid of Schatten indices.
+
+    Examples
+    --------
+    >>> posthoc_grid(1, 2).tolist()   # m = ⌈1 + ln 2⌉ = 2
+    [0.0, 0.5, 1.0, 1.5, 2.0]
+    """
     m = grid_resolution(L, N)
     return np.arange(2 * m + 1, dtype=np.float64) / m
 
 
-def _validate_p_array(p):
-    a = np.asarray(p, dtype=np.float64)
-    if np.any(np.isnan(a)) or np.any((a < 0) | (a > 2)):
-        bad = a[np.isnan(a) | (a < 0) | (a > 2)].ravel()[0]
-        raise ValueError(f"p must lie in [0, 2] (Schatten indices of the paper), got {bad}")
-    return a
-
-
 def log_term(log_S, p, log_K, N):
-    """``log T(W;p) = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N`` (vectorised over p).
+    """``log 𝒯(W;p) = log S_p/(p+2) + p/(p+2)·log K + (p+1)/(p+2)·log N`` (Chapter 4, eq. ``ch04-eq-term``).
 
-    ``log_S`` is ``log S_p(W)`` at the same ``p`` (at ``p = 0`` the log numerical rank).
+    Vectorised over ``p``.
+
+    Parameters
+    ----------
+    log_S : float or array_like
+        ``log S_p(W)`` at the same ``p`` (at ``p = 0`` the log numerical rank; ``-inf`` for a zero matrix).
+    p : float or array_like
+        Schatten indices in ``[0, 2]``.
+    log_K : float or array_like
+        ``log K``, finite.
+    N : int
+        The hidden size, ``>= 1``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``log 𝒯(W;p)``.
+
+    Raises
+    ------
+    TypeError
+        ``N`` is not an integer, or an array argument is a bool or not numeric.
+    ValueError
+        ``p`` outside ``[0, 2]``, ``N < 1``, ``log_S`` NaN or ``+inf``, ``log_K`` not finite.
+
+    Examples
+    --------
+    >>> import math
+    >>> round(math.exp(log_term(math.log(4.0), 2.0, math.log(9.0), 16)), 9)   # 4^{1/4}·9^{1/2}·16^{3/4}
+    33.941125497
     """
-    p = _validate_p_array(p)
-    N = _int_at_least_1(N, "N (hidden size)")
-    log_S = np.asarray(log_S, dtype=np.float64)
-    log_K = np.asarray(log_K, dtype=np.float64)
-    if np.any(np.isnan(log_S)) or np.any(log_S == np.inf):
-        raise ValueError("log_S must be finite or -inf (zero matrix), got NaN or +inf")
-    if np.any(np.isnan(log_K)) or np.any(np.abs(log_K) == np.inf):
-        raise ValueError("log_K must be finite (it is floored at log of the smallest float)")
+    p = check_array(p, "p", **_P_INDEX)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
+    log_S = check_array(log_S, "log_S", allow_neg_inf=True, what="finite, or -inf for a zero matrix")
+    log_K = check_array(log_K, "log_K", what="it is floored at the log of the smallest float")
     out = (log_S + p * log_K + (p + 1.0) * np.log(N)) / (p + 2.0)
     return out if out.ndim else float(out)
 
@@ -109,16 +165,45 @@ class PosthocChoice:
 
 
 def posthoc_choice(sigma, log_K, N, grid):
-    """Evaluate ``log T(W;p)`` on ``grid`` from the singular values ``sigma``; ``p*`` = first argmin.
+    """Evaluate ``log 𝒯(W;p)`` on ``grid`` from the singular values; ``p*`` is the first argmin (Chapter 4).
 
     ``S_p`` is :func:`bounds_lib.norms.schatten_powers` of exactly the ``sigma`` given: pass all
     singular values for the released ("paper") convention, or drop numerical zeros ("clean").
+
+    Parameters
+    ----------
+    sigma : array_like
+        Singular values of ``W``.
+    log_K : float
+        ``log K`` of the matrix, finite.
+    N : int
+        The hidden size, ``>= 1``.
+    grid : array_like, shape (k,)
+        Schatten indices in ``[0, 2]`` (usually :func:`posthoc_grid`).
+
+    Returns
+    -------
+    PosthocChoice
+        The grid, ``log 𝒯`` on it, ``p*`` and ``log 𝒯*``.
+
+    Raises
+    ------
+    TypeError
+        ``log_K`` or ``N`` has the wrong type, or an array is not numeric.
+    ValueError
+        ``grid`` empty, not 1-D or outside ``[0, 2]``; ``sigma`` invalid; ``log_K`` not finite.
+
+    Examples
+    --------
+    >>> c = posthoc_choice([1.0, 1.0], 3.0, 4, posthoc_grid(1, 4))
+    >>> c.p_star   # a flat spectrum with K > 1: p = 0 (the rank) wins
+    0.0
     """
     s = validate_sigma(sigma)
-    g = _validate_p_array(grid)
+    g = check_array(grid, "grid", **_P_INDEX)
     if g.ndim != 1 or g.size == 0:
         raise ValueError("grid must be a non-empty 1-D array of p values in [0, 2]")
-    log_K = _finite_real(log_K, "log_K")
+    log_K = check_scalar(log_K, "log_K", float)
     with np.errstate(divide="ignore"):
         log_S = np.log(schatten_powers(s, g))
     lt = np.asarray(log_term(log_S, g, log_K, N), dtype=np.float64)
@@ -127,7 +212,36 @@ def posthoc_choice(sigma, log_K, N, grid):
 
 
 def logsumexp(a, axis=None):
-    """``log Σ exp(a)`` without overflow (NumPy only; ``-inf`` entries contribute nothing)."""
+    """``log Σ exp(a)`` without overflow; ``-inf`` entries contribute nothing (Chapter 4's aggregations).
+
+    Kept instead of :func:`scipy.special.logsumexp`, for a measured reason: SciPy (1.17) adds
+    ``log1p`` of the sum of the non-maximal terms to the maximum, which differs from this
+    ``log Σ exp(a − max) + max`` in the last bit on about 2.5 % of inputs — on the book's own inputs
+    it changes glued values of Chapters 5 and 6 (e.g. ``B_ours`` of Chapter 6 from
+    ``5.998964693778453`` to ``…464``). The two agree to a few units in the last place
+    (``tests/test_peeling.py`` proves it, ``-inf`` entries and the axis argument included); an empty
+    input raises here (SciPy returns ``-inf``).
+
+    Parameters
+    ----------
+    a : array_like
+        Log-space terms (``-inf`` allowed).
+    axis : int, optional
+        The axis to reduce (default: all entries).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``log Σ exp(a)`` (a Python ``float`` for a full reduction).
+
+    Examples
+    --------
+    >>> import math
+    >>> round(math.exp(logsumexp([math.log(2.0), math.log(3.0), -math.inf])), 12)
+    5.0
+    >>> logsumexp([[0.0, -math.inf], [1000.0, 1000.0]], axis=1).round(6).tolist()
+    [0.0, 1000.693147]
+    """
     a = np.asarray(a, dtype=np.float64)
     m = np.max(a, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
@@ -137,31 +251,60 @@ def logsumexp(a, axis=None):
     return out if out.ndim else float(out)
 
 
-def _log_terms(log_T_stars, L):
-    L = _int_at_least_1(L, "L (number of layers)")
-    a = np.asarray(log_T_stars, dtype=np.float64).ravel()
-    if np.any(np.isnan(a)) or np.any(a == np.inf):
-        raise ValueError("log_T_stars contains NaN or +inf")
-    return a, L
-
-
 def aggregate_sum(log_T_stars, L):
-    """``log(Σ T* + √L)`` — the released ``B_ours`` (log-sum-exp, safe for any depth)."""
-    a, L = _log_terms(log_T_stars, L)
+    """``log(Σ_j 𝒯*_j + √L)`` — the released ``B_ours`` (Chapter 4), by a log-sum-exp (safe for any depth).
+
+    Parameters
+    ----------
+    log_T_stars : array_like
+        ``log 𝒯*`` of every matrix (``-inf`` allowed; none at all gives ``log √L``).
+    L : int
+        The number of layers, ``>= 1``.
+
+    Returns
+    -------
+    float
+        ``log B``.
+
+    Raises
+    ------
+    TypeError
+        ``L`` is not an integer, or ``log_T_stars`` is not numeric.
+    ValueError
+        ``L < 1``, or ``log_T_stars`` holds NaN or ``+inf``.
+
+    Examples
+    --------
+    >>> import math
+    >>> round(math.exp(aggregate_sum([math.log(2.0), math.log(3.0)], 4)), 12)   # 2 + 3 + √4
+    7.0
+    """
+    L = check_scalar(L, "L (number of layers)", int, min_val=1)
+    a = check_array(log_T_stars, "log_T_stars", allow_neg_inf=True).ravel()
     return float(np.logaddexp(logsumexp(a) if a.size else -np.inf, 0.5 * np.log(L)))
 
 
 def aggregate_rss(log_T_stars, L):
-    """``log(√(Σ T*²) + √L)`` — the root-sum-square aggregation matching the examples table."""
-    a, L = _log_terms(log_T_stars, L)
+    """``log(√(Σ_j 𝒯*_j²) + √L)`` — the root-sum-square aggregation matching the examples table (Chapter 4).
+
+    Parameters and errors as :func:`aggregate_sum`.
+
+    Examples
+    --------
+    >>> import math
+    >>> round(math.exp(aggregate_rss([math.log(3.0), math.log(4.0)], 4)), 12)   # √(9 + 16) + √4
+    7.0
+    """
+    L = check_scalar(L, "L (number of layers)", int, min_val=1)
+    a = check_array(log_T_stars, "log_T_stars", allow_neg_inf=True).ravel()
     return float(np.logaddexp(0.5 * logsumexp(2.0 * a) if a.size else -np.inf, 0.5 * np.log(L)))
 
 
 def round_up_to_grid(p, m):
     """Smallest grid point ``⌈p·m⌉/m ≥ p`` of ``𝒫_m`` (vectorised)."""
-    p = _validate_p_array(p)
-    m = _int_at_least_1(m, "m (grid resolution)")
-    return np.minimum(np.ceil(p * m - 1e-12) / m, 2.0)
+    p = check_array(p, "p", **_P_INDEX)
+    m = check_scalar(m, "m (grid resolution)", int, min_val=1)
+    return np.minimum(np.ceil(p * m - GRID_ATOL) / m, P_MAX)
 
 
 def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
@@ -170,29 +313,18 @@ def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
     ``δ · [ log⁺(σ₁)/2 + log⁻(S_p)/4 + |2 log K + log N|/4 ]`` with ``log⁺ = max(log, 0)``,
     ``log⁻ = max(−log, 0)``. With ``δ ≤ 1/m`` and ``m ≥ L + ln N`` this is O(1) when log K = O(L).
     """
-    delta = np.asarray(delta, dtype=np.float64)
-    if np.any(delta < 0) or np.any(np.isnan(delta)):
-        raise ValueError("delta must be >= 0")
-    _validate_p_array(p)
-    N = _int_at_least_1(N, "N (hidden size)")
-    s1 = np.asarray(sigma_1, dtype=np.float64)
-    if np.any(s1 <= 0) or np.any(np.isnan(s1)):
-        raise ValueError("sigma_1 must be > 0")
+    delta = check_array(delta, "delta (the rounding step)", min_val=0.0)
+    check_array(p, "p", **_P_INDEX)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
+    s1 = check_array(sigma_1, "sigma_1 (the largest singular value)", min_val=0.0, include_boundaries="neither")
     lpos = np.maximum(np.log(s1), 0.0)
     lneg = np.maximum(-np.asarray(log_S, dtype=np.float64), 0.0)
     return delta * (lpos / 2.0 + lneg / 4.0 + np.abs(2.0 * np.asarray(log_K) + np.log(N)) / 4.0)
 
 
-def _ratio(ratio):
-    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not (1.0 < ratio < math.inf):
-        raise ValueError(f"shell ratio must be a real number > 1 (2 for dyadic shells, 1 + 1/L for "
-                         f"geometric ones), got {ratio!r}")
-    return float(ratio)
-
-
 def geometric_ratio(L):
     """``ρ = 1 + 1/L`` — the shell ratio of Chapter 4 (``ch04-lem-shells``): ``ρ^{3L} ≤ e³``."""
-    L = _int_at_least_1(L, "L (number of layers)")
+    L = check_scalar(L, "L (number of layers)", int, min_val=1)
     return 1.0 + 1.0 / L
 
 
@@ -201,10 +333,9 @@ def shell_index(r, ratio=2.0):
 
     Computed with exact integer powers around the logarithm, so a radius equal to ``ρ^j`` is in shell ``j``.
     """
-    rho = _ratio(ratio)
-    r = np.asarray(r, dtype=np.float64)
-    if np.any(~(r > 0)) or np.any(~np.isfinite(r)):
-        raise ValueError("radii must be positive and finite to have a shell")
+    rho = check_scalar(ratio, _RATIO, float, min_val=1.0, include_boundaries="neither")
+    r = check_array(r, "r", min_val=0.0, include_boundaries="neither",
+                    what="a radius must be positive and finite to have a shell")
     j = np.ceil(np.log(r) / math.log(rho)).astype(np.int64)
     # repair floating-point error in the logarithm: enforce ρ^{j-1} < r ≤ ρ^j
     j = np.where(np.power(rho, j.astype(float)) < r, j + 1, j)
@@ -214,7 +345,7 @@ def shell_index(r, ratio=2.0):
 
 def shell_top(r, ratio=2.0):
     """``ρ^{⌈log_ρ r⌉} ∈ [r, ρ r)`` — the radius that the union bound uses for ``r``."""
-    rho = _ratio(ratio)
+    rho = check_scalar(ratio, _RATIO, float, min_val=1.0, include_boundaries="neither")
     out = np.power(rho, np.asarray(shell_index(r, rho), dtype=np.float64))
     return out if np.ndim(out) else float(out)
 
@@ -234,7 +365,7 @@ def union_bound_log_count(L, N, matrices_per_layer=3, shell_indices=None, radii=
     only the grid is counted.
     """
     m = grid_resolution(L, N)
-    k = _int_at_least_1(matrices_per_layer, "matrices_per_layer")
+    k = check_scalar(matrices_per_layer, "matrices_per_layer", int, min_val=1)
     out = L * k * math.log(2 * m + 1)
     if shell_indices is not None and radii is not None:
         raise ValueError("give shell_indices or radii, not both")
@@ -253,9 +384,9 @@ def uniformity_penalty(L, N, n, delta=0.05, matrices_per_layer=3, shell_indices=
     paper's summary; the shells of the ``radii`` (:func:`union_bound_log_count`) add ``O(log L)`` nats
     per radius. For multi-head models the count grows with the heads (Chapter 4).
     """
-    n = _int_at_least_1(n, "n (sample size)")
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (0 < delta < 1):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    n = check_scalar(n, "n (sample size)", int, min_val=1)
+    delta = check_scalar(delta, "delta (the confidence level)", float, min_val=0.0, max_val=1.0,
+                         include_boundaries="neither")
     c = union_bound_log_count(L, N, matrices_per_layer, shell_indices, radii, ratio)
     return math.sqrt((c + math.log(1.0 / delta)) / (2.0 * n))
 
@@ -279,7 +410,7 @@ def log_alpha_inflation(C_M, C_V, C_QK, ratio, L_phi=1.0, softmax_const=1.0):
     """
     from .propagation import log_layer_lipschitz
 
-    rho = _ratio(ratio)
+    rho = check_scalar(ratio, _RATIO, float, min_val=1.0, include_boundaries="neither")
     arrs = [np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (C_M, C_V, C_QK)]
     if not (arrs[0].shape == arrs[1].shape == arrs[2].shape):
         raise ValueError(f"C_M, C_V, C_QK must have one shape, got {[a.shape for a in arrs]}")
@@ -289,113 +420,18 @@ def log_alpha_inflation(C_M, C_V, C_QK, ratio, L_phi=1.0, softmax_const=1.0):
     return out if np.ndim(C_M) > 1 else float(out[0])
 
 
-def _sawtooth_adversary(objective, lo, hi, dim, rng, starts):
-    """Maximise a separable, increasing-between-jumps objective over ``[lo, hi]^dim``.
-
-    Random starts, then per coordinate the best point just above a shell top (where a rounded radius
-    is largest relative to the radius) among a fine log-grid — a coordinate ascent that ends at a
-    local maximum of each coordinate's sawtooth. Returns the best point found.
-    """
-    grid = np.geomspace(lo, hi, 4001)
-    best_x, best_v = None, -np.inf
-    for x in rng.uniform(lo, hi, (starts, dim)):
-        v = objective(x)
-        for _ in range(2):  # two sweeps of coordinate ascent
-            for i in range(dim):
-                cand = np.repeat(x[None, :], grid.size, axis=0)
-                cand[:, i] = grid
-                vals = objective(cand)
-                k = int(np.argmax(vals))
-                if vals[k] > v:
-                    x, v = cand[k].copy(), float(vals[k])
-        if v > best_v:
-            best_x, best_v = x.copy(), v
-    return best_x, best_v
+#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
+#: this module still works until the next release (with a :class:`DeprecationWarning`).
+_MOVED_TO_CHECKS = frozenset({"falsify_shell_inflation", "rounding_ratio", "falsify_rounding"})
 
 
-def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000, low=0.5, high=4.0,
-                            adversarial_starts=3, what="product"):
-    """Check ``log inflation ≤ bound_log`` by random draws and an adversarial search (Chapter 4).
+def __getattr__(name):
+    if name in _MOVED_TO_CHECKS:
+        import warnings
 
-    ``what="product"``: the inflation of a product of the ``3(L−1)`` spectral radii of
-    ``α⁽⁰⁾`` (the lemma's key step, tight as every radius approaches a shell top from above);
-    ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself (:func:`log_alpha_inflation`, tight softmax constant).
-    Radii are drawn log-uniformly in ``[low, high]``. ``ratio`` defaults to ``1 + 1/L``; ``bound_log``
-    defaults to ``3(L−1)·log ρ``. Returns a :class:`bounds_lib.falsification.Falsification` whose ratios
-    are ``log inflation / bound_log`` (random draws; ``adversarial``: the coordinate-ascent optimum —
-    a saw-tooth objective defeats Nelder–Mead, so the search is specialised).
-    """
-    from .falsification import Falsification
+        from . import checks
 
-    L = _int_at_least_1(L, "L (number of layers)")
-    if L < 2:
-        raise ValueError("L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1")
-    rho = geometric_ratio(L) if ratio is None else _ratio(ratio)
-    k = 3 * (L - 1)
-    bound_log = k * math.log(rho) if bound_log is None else float(bound_log)
-    if not bound_log > 0:
-        raise ValueError(f"bound_log must be positive, got {bound_log!r}")
-    if not (0 < low < high < math.inf):
-        raise ValueError(f"need 0 < low < high, got low={low!r}, high={high!r}")
-
-    def objective(x):
-        x = np.atleast_2d(x)
-        if what == "product":
-            return np.sum(np.log(shell_top(x[:, 3:], rho)) - np.log(x[:, 3:]), axis=1)
-        return log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], rho)
-
-    if what not in ("product", "alpha"):
-        raise ValueError(f"what must be 'product' or 'alpha', got {what!r}")
-    draws = np.exp(rng.uniform(math.log(low), math.log(high), (int(trials), 3 * L)))
-    vals = objective(draws)
-    adv = np.zeros(0)
-    if adversarial_starts:
-        _, v = _sawtooth_adversary(objective, low, high, 3 * L, rng, int(adversarial_starts))
-        adv = np.array([v])
-    name = f"shells rho={rho:.4g}: {what} of {k} radii"
-    return Falsification(name, vals / bound_log, adv / bound_log)
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + math.exp(-max(min(x, 700.0), -700.0)))
-
-
-def rounding_ratio(x, weaken=1.0):
-    """``(log T(p') − log T(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
-
-    ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
-    ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,
-    so an optimiser can search freely (Chapter 4, ``ch04-lem-rounding``). 0 where the bound is 0.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    p = 2.0 * _sigmoid(x[0])
-    q = p + (2.0 - p) * _sigmoid(x[1])
-    logK = float(np.clip(x[2], -50, 50))
-    N = int(max(1, round(math.exp(min(x[3], 12.0)))))
-    s = np.sort(np.exp(np.clip(x[4:], -30, 30)))[::-1]
-    if not (p > 0 and q > p):
-        return 0.0
-    lS, lSq = math.log(schatten_power_sum(s, p)), math.log(schatten_power_sum(s, q))
-    diff = log_term(lSq, q, logK, N) - log_term(lS, p, logK, N)
-    bound = float(rounding_cost_bound(q - p, p, s[0], lS, logK, N)) / weaken
-    return diff / bound if bound > 0 else 0.0
-
-
-def schatten_power_sum(s, p):
-    """``Σ σ^p`` for ``p > 0`` (helper of :func:`rounding_ratio`; NumPy on the given values)."""
-    return float(np.sum(np.asarray(s, dtype=np.float64) ** p))
-
-
-def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
-    """Random draws and a Nelder–Mead search for a violation of the rounding lemma (Chapter 4).
-
-    ``weaken > 1`` checks the bound divided by ``weaken`` (a power check: it must be violated).
-    Uses :func:`bounds_lib.falsification.falsify`.
-    """
-    from .falsification import falsify
-
-    def sample(r):
-        return np.r_[r.normal(-1, 3), r.normal(0, 3), r.uniform(-10, 40), r.uniform(0, 7), r.uniform(-6, 3, k)]
-
-    return falsify(f"rounding lemma (bound / {weaken:g})", lambda x: rounding_ratio(x, weaken), sample, rng,
-                   trials=trials, restarts=restarts)
+        warnings.warn(f"bounds_lib.peeling.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(checks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

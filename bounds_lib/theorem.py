@@ -9,7 +9,7 @@ choices (grid point per matrix, shells of all radii),
   ``θ_j² = r_j(ℓ+m)`` at ``p = 0`` (Chapter 2's covering theorems), with ``s_j`` the shell top of
   ``S_p(W_j)`` (of the rank at ``p = 0``) and ``K_j = 2J·B_w·γ_j·α_j`` (Chapter 3's composition, ``J``
   pieces) computed from the shell tops of the spectral norms (Chapter 4, ``ch04-lem-shells``);
-  for ``ℓ = m = N``, ``θ_j = √2·2^{1/(p+2)}·12^{p/(p+2)}·T(W_j;p)``;
+  for square ``W_j ∈ ℝ^{N×N}``, ``θ_j = √2·2^{1/(p+2)}·12^{p/(p+2)}·𝒯(W_j;p)``;
 * ``N``: the readout's own entropy ``N log(1 + 2B_w J/ε)``;
 * ``D = (2 + (B_w − 1)⁺)√Λ + √(2π)``, ``Λ = max_j[log(9 nT m_j) + log⁺(8 C₂_j √(min_j m_j) K_j)]`` (and
   ``log⁺(2 B_w J)``): Dudley's integral of ``ε^{-1/2}√(Λ + log(1/ε))``;
@@ -21,26 +21,22 @@ the steps that lead from one to the other.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from .peeling import (geometric_ratio, grid_resolution, logsumexp, posthoc_grid, shell_top, shell_union_cost)
 from .propagation import (LPHI_GELU_RELEASED, SOFTMAX_LINF_L1_TIGHT, log_alpha, log_gamma_multihead,
-                          log_layer_lipschitz_multihead)
-
-try:  # Chapter 3's composition (K with the matrix count and the readout norm)
-    from .propagation import log_effective_scale, matrices_per_layer
-except ImportError:  # pragma: no cover - older propagation module
-    def matrices_per_layer(heads=None):
-        return 3 if heads is None else 2 * int(heads) + 2
-
-    def log_effective_scale(log_gamma, log_alpha, L, matrices_per_layer, readout_norm, learned_readout=True):
-        J = int(L) * int(matrices_per_layer) + int(learned_readout)
-        return np.asarray(log_gamma) + np.asarray(log_alpha) + math.log(2.0 * J * readout_norm)
+                          log_effective_scale, log_layer_lipschitz_multihead, matrices_per_layer)
+from .validation import check_scalar
 
 __all__ = ["TheoremReport", "log_theta", "dudley_factor", "corrected_bound"]
+
+#: The smallest positive normal float: a zero spectral norm or Schatten sum is raised to it before its
+#: shell is taken (a shell needs a positive radius).
+TINY = float(np.finfo(np.float64).tiny)
+#: ``exp`` overflows above ``log(max float) ≈ 709.78``: a larger ``log Θ`` reports an infinite gap bound.
+LOG_OVERFLOW = 700.0
 
 
 def log_theta(log_s, p, log_K, rows, cols):
@@ -60,9 +56,22 @@ def log_theta(log_s, p, log_K, rows, cols):
 
 
 def dudley_factor(Lambda, B_w=1.0):
-    """``D = (2 + (B_w − 1)⁺)√Λ + √(2π)`` ≥ ``∫_0^{B_w} ε^{-1/2}√(Λ + log(1/ε)) dε`` bound of Chapter 5."""
-    if not (Lambda > 0):
-        raise ValueError(f"Lambda must be positive, got {Lambda!r}")
+    """``D = (2 + (B_w − 1)⁺)√Λ + √(2π)`` ≥ ``∫_0^{B_w} ε^{-1/2}√(Λ + log(1/ε)) dε`` (Chapter 5, eq. ``ch05-eq-main``).
+
+    Raises
+    ------
+    TypeError
+        ``Lambda`` is not a real number.
+    ValueError
+        ``Lambda`` is not positive and finite.
+
+    Examples
+    --------
+    >>> import math
+    >>> round(dudley_factor(4.0) - math.sqrt(2 * math.pi), 12)   # 2·√4
+    4.0
+    """
+    Lambda = check_scalar(Lambda, "Lambda (the logarithmic factor)", float, min_val=0.0, include_boundaries="neither")
     return (2.0 + max(B_w - 1.0, 0.0)) * math.sqrt(Lambda) + math.sqrt(2.0 * math.pi)
 
 
@@ -98,28 +107,61 @@ class TheoremReport:
         return self.gap_main + self.gap_deviation
 
 
-def _int_pos(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)
-
-
 def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU_RELEASED, phi_bound=1.0):
-    """Chapter 5's corrected theorem on a model's spectra, next to the released ``B_ours``.
+    """Chapter 5's corrected theorem (Theorem ``ch05-thm-main``) on a model's spectra, next to the released ``B_ours``.
 
-    ``spectra``: a :class:`bounds_lib.proxies.ModelSpectra` (from ``compute_spectra``); ``n`` sample
-    size, ``T`` sequence length, ``readout_norm`` the readout radius ``B_w`` (a sentence encoder has no
-    readout; 1 is a unit readout). Tight softmax constant ``c = 1``, ``γ`` with ``L_φ`` (Chapter 3).
-    Returns a :class:`TheoremReport`.
+    Tight softmax constant ``c = 1`` and ``γ`` with ``L_φ`` (Chapter 3); per-matrix terms ``θ_j`` with the
+    constants of Chapter 2's covering theorems; every radius rounded up to its geometric shell
+    (Chapter 4, Lemma ``ch04-lem-shells``); the union-bound cost ``Π`` of the grid and the shells
+    (Chapter 4, Theorem ``ch04-thm-uniform``).
+
+    Parameters
+    ----------
+    spectra : bounds_lib.spectra.ModelSpectra
+        The spectra of every matrix of the model (:func:`bounds_lib.compute_spectra`).
+    n : int
+        The sample size, ``>= 1``.
+    T : int
+        The sequence length, ``>= 1``.
+    delta : float
+        The confidence level, in ``(0, 1)``.
+    readout_norm : float
+        The readout radius ``B_w > 0`` (a sentence encoder has no readout; 1 is a unit readout).
+    L_phi : float
+        The activation's Lipschitz constant (GELU as released by default).
+    phi_bound : float
+        The linear-growth constant ``B_φ`` of the activation (1 for GELU).
+
+    Returns
+    -------
+    TheoremReport
+        ``log Θ``, the Dudley factor ``D``, the penalty ``Π``, the gap bound and the steps from the released
+        ``B_ours`` to ``Θ`` (natural logs).
+
+    Raises
+    ------
+    TypeError
+        ``n`` or ``T`` is not an integer (``3.0`` and ``True`` included), or ``delta``/``readout_norm`` is
+        not a real number.
+    ValueError
+        ``n`` or ``T`` below 1, ``delta`` outside ``(0, 1)``, ``readout_norm`` not positive and finite.
+
+    Examples
+    --------
+    >>> from bounds_lib import compute_spectra
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> state, config = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2)
+    >>> rep = corrected_bound(compute_spectra(state, config=config), n=100_000, T=128)
+    >>> rep.L, rep.N, len(rep.steps), rep.gap_bound > rep.gap_main
+    (2, 8, 6, True)
     """
-    from .proxies import score
+    from .scoring import score
 
-    n, T = _int_pos(n, "n (sample size)"), _int_pos(T, "T (sequence length)")
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (0 < delta < 1):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if isinstance(readout_norm, bool) or not isinstance(readout_norm, numbers.Real) or not (
-            0 < readout_norm < math.inf):
-        raise ValueError(f"readout_norm must be a positive finite number, got {readout_norm!r}")
+    n = check_scalar(n, "n (sample size)", int, min_val=1)
+    T = check_scalar(T, "T (sequence length)", int, min_val=1)
+    delta = check_scalar(delta, "delta (the confidence level)", float, min_val=0.0, max_val=1.0,
+                         include_boundaries="neither")
+    readout_norm = check_scalar(readout_norm, "readout_norm (B_w)", float, min_val=0.0, include_boundaries="neither")
     released = score(spectra)  # released constants: c = 2, γ without L_φ, K = γαL
     arch = spectra.arch
     L, N, H = arch.n_layers, arch.hidden, arch.n_heads
@@ -132,7 +174,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
     C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros(L), "M_out": np.zeros(L)}
     for m in mats:
         C[m.kind][(m.layer, m.head) if m.head >= 0 else m.layer] = m.sigma1
-    top = {k: shell_top(np.maximum(v, np.finfo(float).tiny), rho) for k, v in C.items()}
+    top = {k: shell_top(np.maximum(v, TINY), rho) for k, v in C.items()}
     log_Lam = log_layer_lipschitz_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
                                             softmax_const=SOFTMAX_LINF_L1_TIGHT)
     log_al = log_alpha(log_Lam)
@@ -142,7 +184,6 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
              for k, v in log_gam.items()}
 
     grid = posthoc_grid(L, N)
-    tiny = np.finfo(float).tiny
     log_th, log_T_corr, p_star, radii = [], [], [], [B_w]
     Lambda = math.log(9.0 * n * T * N) + max(math.log(2.0 * B_w * J), 0.0)   # readout piece
     for m in mats:
@@ -151,14 +192,14 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
         rows, cols = m.shape
         sig = m.sigma[m.sigma > 0]
         S = np.array([float(np.sum(sig ** g)) if g > 0 else float(max(m.rank, 1)) for g in grid])
-        s_top = shell_top(np.maximum(S, tiny), rho)
+        s_top = shell_top(np.maximum(S, TINY), rho)
         lt = log_theta(np.log(s_top), grid, lK, rows, cols)
         i = int(np.argmin(lt))
         log_th.append(float(lt[i]))
         p_star.append(float(grid[i]))
         # released-form T with the corrected K (step 2 of the decomposition), square shapes as released
         log_T_corr.append(float(np.min((np.log(s_top) + grid * lK + (grid + 1) * math.log(N)) / (grid + 2))))
-        c2 = float(shell_top(max(m.sigma1, tiny), rho))
+        c2 = float(shell_top(max(m.sigma1, TINY), rho))
         radii += [float(s_top[i]), c2]
         Lambda = max(Lambda, math.log(9.0 * n * T * cols)
                      + max(math.log(8.0 * c2 * math.sqrt(min(rows, cols) * cols)) + lK, 0.0))
@@ -181,6 +222,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
     return TheoremReport(
         L=L, N=N, n=n, T=T, delta=float(delta), readout_norm=float(readout_norm),
         log_B_released=released.log_B_ours_sum, log_rss=log_rss, log_sum=log_sum, Lambda=Lambda, dudley=D,
-        log_Theta=log_Theta, penalty_nats=Pi, gap_main=24.0 * math.exp(log_Theta) / math.sqrt(n) if log_Theta < 700
-        else math.inf, gap_deviation=3.0 * math.sqrt((math.log(4.0 / delta) + Pi) / (2.0 * n)),
+        log_Theta=log_Theta, penalty_nats=Pi,
+        gap_main=24.0 * math.exp(log_Theta) / math.sqrt(n) if log_Theta < LOG_OVERFLOW else math.inf,
+        gap_deviation=3.0 * math.sqrt((math.log(4.0 / delta) + Pi) / (2.0 * n)),
         p_stars=np.array(p_star), steps=steps)

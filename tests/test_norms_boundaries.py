@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from bounds_lib import norms
+from bounds_lib.checks import norm_inequality_ratios
 
 
 def test_numerical_rank_exactly_at_the_tolerance():
@@ -23,10 +24,16 @@ def test_schatten_powers_closed_forms():
     assert norms.schatten_powers([0.0, 0.0], [0.5, 2.0]).tolist() == [0.0, 0.0]
     assert np.allclose(norms.schatten_powers([4.0, 1.0, 0.0], [0.0, 0.5, 2.0]), [2.0, 3.0, 17.0])
     assert norms.validate_sigma([3, 1]).dtype == np.float64
-    for bad in ([np.nan], [2.5], [-0.1]):
-        with pytest.raises(ValueError, match=r"^every p must lie in \[0, 2\] \(Schatten indices of the paper\)$"):
+    for bad, what in (([np.nan], "NaN"), ([2.5], "2.5, must be <= 2.0"), ([-0.1], "-0.1, must be >= 0.0")):
+        with pytest.raises(ValueError, match=rf"^ps contains {what} "
+                                             r"\(Schatten indices of the paper lie in \[0, 2\]\)$"):
             norms.schatten_powers([1.0], bad)
-    with pytest.raises(ValueError, match=r"^the Schatten quasi-norm S_p\^\{1/p\} is undefined at p = 0; use numerical_rank$"):
+    with pytest.raises(ValueError, match=r"^ps must be a 1-D array of Schatten indices, got shape \(1, 1\)$"):
+        norms.schatten_powers([1.0], [[1.0]])
+    with pytest.raises(TypeError, match=r"^ps must be numeric, got a boolean array$"):
+        norms.schatten_powers([1.0], [True])   # as schatten_power([1.0], True): a bool is never an index
+    with pytest.raises(ValueError, match=r"^the Schatten quasi-norm S_p\^\{1/p\} is undefined at p = 0; use"
+                                         r" numerical_rank$"):
         norms.schatten_quasinorm([1.0], 0.0)
 
 
@@ -54,12 +61,20 @@ def test_messages_name_the_argument():
         norms.as_matrix(np.array([["a", "b"]]))
     with pytest.raises(ValueError, match=r"^W contains 2 NaN or infinite entries"):
         norms.as_matrix([[np.nan, 1.0, np.inf]])
-    with pytest.raises(ValueError, match=r"^p must"):
+    with pytest.raises(ValueError, match=r"^p \(a Schatten index of the paper, in \[0, 2\]\) == 3.0, must be <= 2.0$"):
         norms.validate_p(3.0)
+    with pytest.raises(ValueError, match=r"^q \(a Schatten index"):
+        norms.validate_p(-1.0, name="q")
+    assert norms.validate_p(0) == 0.0 and norms.validate_p(2) == 2.0 and isinstance(norms.validate_p(1), float)
     with pytest.raises(ValueError, match=r"^sigma must be a 1-D"):
         norms.validate_sigma(np.ones((2, 2)))
-    with pytest.raises(ValueError, match=r"^sigma contains NaN or infinite values"):
+    with pytest.raises(ValueError, match=r"^sigma contains inf, must be finite \(singular values are finite and >= 0"):
         norms.validate_sigma([np.inf])
+    with pytest.raises(ValueError, match=r"^sigma is empty \(singular values are finite and >= 0; a matrix"
+                                         r" has at least one\)$"):
+        norms.validate_sigma([])
+    with pytest.raises(TypeError, match=r"^s must be numeric"):
+        norms.validate_sigma(True, name="s")
     with pytest.raises(ValueError, match=r"^W must be real; complex arrays"):
         norms.as_matrix(np.eye(2) * 1j)
     assert norms.as_matrix([[True, False]]).dtype == np.float64
@@ -76,11 +91,17 @@ def test_dudley_bound_linear_closed_form():
     assert np.isclose(norms.dudley_bound_linear(n, d, etas=[0.25, 0.5]), expect, rtol=1e-12)
     grid = np.geomspace(1e-5, 1.0, 120)
     assert norms.dudley_bound_linear(n, d) == norms.dudley_bound_linear(n, d, etas=grid)
-    for bad in ([], [[0.5]], [0.0], [1.5], [np.nan]):
-        with pytest.raises(ValueError, match=r"^etas must be a non-empty 1-D array of cut-offs in \(0, 1\]$"):
+    for bad in ([], [0.0], [1.5], [np.nan]):
+        with pytest.raises(ValueError, match=r"^etas (is empty|contains .*) \(cut-offs of Dudley's integral"
+                                             r" lie in \(0, 1\]\)$"):
             norms.dudley_bound_linear(n, d, etas=bad)
-    for args, name in (((0, 2), "n"), ((2, 0), "d"), ((True, 2), "n"), ((2.0, 2), "n")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got"):
+    with pytest.raises(ValueError, match=r"^etas must be a 1-D array of cut-offs in \(0, 1\], got shape \(1, 1\)$"):
+        norms.dudley_bound_linear(n, d, etas=[[0.5]])
+    for args, name in (((0, 2), "n \\(number of points\\)"), ((2, 0), "d \\(dimension\\)")):
+        with pytest.raises(ValueError, match=rf"^{name} == 0, must be >= 1$"):
+            norms.dudley_bound_linear(*args)
+    for args in ((True, 2), (2.0, 2), (2, 3.0)):   # a bool or a whole float is not a count: TypeError
+        with pytest.raises(TypeError, match=r"must be an integer, got (bool|float)"):
             norms.dudley_bound_linear(*args)
 
 
@@ -93,9 +114,11 @@ def test_rademacher_linear_mc_is_the_formula():
     expect = np.mean(np.linalg.norm(S @ X, axis=1)) / n
     assert norms.rademacher_linear_mc(np.random.default_rng(7), n, d, draws=draws) == pytest.approx(expect, rel=1e-15)
     assert isinstance(norms.rademacher_linear_mc(np.random.default_rng(7), 5, 2), float)
-    for args, name in (((0, 2, 1), "n"), ((2, 0, 1), "d"), ((2, 2, 0), "draws")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got"):
+    for args, name in (((0, 2, 1), "n \\(number of points\\)"), ((2, 0, 1), "d \\(dimension\\)"), ((2, 2, 0), "draws")):
+        with pytest.raises(ValueError, match=rf"^{name} == 0, must be >= 1$"):
             norms.rademacher_linear_mc(np.random.default_rng(0), *args)
+    with pytest.raises(TypeError, match=r"^draws must be an integer, got float 2.0$"):
+        norms.rademacher_linear_mc(np.random.default_rng(0), 2, 2, 2.0)
 
 
 def test_chapter1_helpers_edges():
@@ -109,8 +132,8 @@ def test_chapter1_helpers_edges():
     vals = [norms.dudley_bound_linear(100, 3, etas=[e]) for e in grid]
     assert 0 < int(np.argmin(vals)) < 119 and norms.dudley_bound_linear(100, 3) == min(vals)
     # the ratios are scale-free (both sides homogeneous of the same degree), also below 1
-    r1 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]))
-    r2 = norms.norm_inequality_ratios(np.diag([4.0, 1.0]) * 1e-3)
+    r1 = norm_inequality_ratios(np.diag([4.0, 1.0]))
+    r2 = norm_inequality_ratios(np.diag([4.0, 1.0]) * 1e-3)
     assert all(np.isclose(r1[k], r2[k]) and r2[k] > 0 for k in r1)
 
 
@@ -123,3 +146,19 @@ def test_as_matrix_takes_torch_tensors_as_checkpoints_do():
     assert A.dtype == np.float64 and A.tolist() == [[1.5, -2.0], [0.25, 3.0]]
     with pytest.raises(ValueError, match=r"^W must be real"):
         norms.as_matrix(torch.zeros(2, 2, dtype=torch.complex64))
+
+
+# ---- Dudley's bound for linear classes (Chapter 1) (moved from the harness tests, tests/test_checks.py) ----
+def test_dudley_linear_scaling():
+    from bounds_lib import norms
+    b = [norms.dudley_bound_linear(n, 4) for n in (1000, 100_000)]
+    assert np.isclose(b[0] / b[1], 10, rtol=0.02)  # n^{-1/2}
+    assert np.isclose(norms.dudley_bound_linear(100_000, 16) / b[1], 2, rtol=0.02)  # √d
+    mc = norms.rademacher_linear_mc(np.random.default_rng(0), 400, 3)
+    assert 0.8 / 20 < mc < 1 / 20 + 1e-3  # ≈ 1/√n
+    with pytest.raises(ValueError):
+        norms.dudley_bound_linear(0, 2)
+    with pytest.raises(ValueError):
+        norms.dudley_bound_linear(10, 2, etas=[0.0])
+    with pytest.raises(TypeError):
+        norms.rademacher_linear_mc(np.random.default_rng(0), 10, True)

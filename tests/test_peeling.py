@@ -81,7 +81,7 @@ def test_shells_and_penalty():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: grid_resolution(0, 4), lambda: grid_resolution(2, 0), lambda: grid_resolution(1.5, 4),
+    lambda: grid_resolution(0, 4), lambda: grid_resolution(2, 0),
     lambda: log_term(0.0, 2.5, 0.0, 4), lambda: log_term(0.0, -0.1, 0.0, 4), lambda: log_term(0.0, np.nan, 0.0, 4),
     lambda: log_term(np.nan, 1.0, 0.0, 4), lambda: posthoc_choice([1.0], np.nan, 4, [0.0]),
     lambda: posthoc_choice([1.0], 0.0, 4, [3.0]), lambda: aggregate_sum([np.nan], 2),
@@ -93,21 +93,70 @@ def test_bad_input(call):
         call()
 
 
-@given(st.lists(st.floats(-800, 800), min_size=1, max_size=20))
-def test_logsumexp_matches_scipy(xs):
-    from scipy.special import logsumexp as ref
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: grid_resolution(3.0, 8), r"^L \(number of layers\) must be an integer, got float 3.0$"),
+    (lambda: grid_resolution(1.5, 4), r"^L \(number of layers\) must be an integer, got float 1.5$"),
+    (lambda: grid_resolution(2, 8.0), r"^N \(hidden size\) must be an integer, got float 8.0$"),
+    (lambda: grid_resolution(True, 4), r"^L \(number of layers\) must be an integer, got bool True$"),
+    (lambda: grid_resolution("3", 4), r"^L \(number of layers\) must be an integer, got str '3'$"),
+    (lambda: posthoc_choice([1.0], True, 4, [0.0]), r"^log_K must be a real number, got bool True$"),
+    (lambda: log_term(0.0, True, 0.0, 4), r"^p must be numeric, got bool True$"),
+    (lambda: shell_top(2.0, True),
+     r"^shell ratio \(2 for dyadic shells, 1 \+ 1/L for geometric ones\) must be a real number"),
+    (lambda: shell_top(2.0, "2"), r"^shell ratio .* must be a real number, got str '2'$"),
+    (lambda: uniformity_penalty(2, 4, 10, True), r"^delta \(the confidence level\) must be a real number, got bool"),
+    (lambda: uniformity_penalty(2, 4, 10, "0.5"), r"^delta \(the confidence level\) must be a real number, got str"),
+    (lambda: uniformity_penalty(2, 4, 10.0), r"^n \(sample size\) must be an integer, got float 10.0$"),
+    (lambda: round_up_to_grid(0.5, 4.0), r"^m \(grid resolution\) must be an integer, got float 4.0$"),
+    (lambda: aggregate_rss([0.0], 2.0), r"^L \(number of layers\) must be an integer, got float 2.0$"),
+])
+def test_wrong_types_are_type_errors(call, pattern):
+    """One rule everywhere (bounds_lib.validation): grid_resolution(3.0, 8) refuses a float like
+    log_scale_K(0, 0, 2.0) does; a bool is never a number."""
+    with pytest.raises(TypeError, match=pattern):
+        call()
+
+
+@given(st.lists(st.one_of(st.floats(-800, 800), st.just(-np.inf)), min_size=1, max_size=20))
+def test_logsumexp_equals_scipys(xs):
+    """The hand-written log-sum-exp (kept for bit-identical outputs, see its docstring) and SciPy's agree
+    to a few units in the last place, -inf entries and both axes included."""
+    from scipy.special import logsumexp as scipy_lse
 
     from bounds_lib.peeling import logsumexp
 
-    assert logsumexp(np.array(xs)) == pytest.approx(float(ref(xs)), rel=1e-12, abs=1e-12)
-    A = np.array([xs, xs[::-1]])
-    np.testing.assert_allclose(logsumexp(A, axis=1), ref(A, axis=1), rtol=1e-12, atol=1e-12)
-    assert logsumexp([-np.inf, -np.inf]) == -np.inf
+    ours, ref = logsumexp(xs), float(scipy_lse(xs))
+    assert isinstance(ours, float)
+    if ref == -np.inf:
+        assert ours == -np.inf and all(x == -np.inf for x in xs)
+    else:
+        assert ours == pytest.approx(ref, rel=4e-16 * len(xs), abs=4e-16 * len(xs))
+    A = np.array([xs, xs[::-1], [-np.inf] * len(xs)])
+    for axis in (0, 1):
+        np.testing.assert_allclose(logsumexp(A, axis=axis), scipy_lse(A, axis=axis),
+                                   rtol=4e-16 * A.shape[axis], atol=4e-16 * A.shape[axis])
+
+
+def test_logsumexp_edge_cases_against_scipy():
+    from scipy.special import logsumexp as scipy_lse
+
+    from bounds_lib.peeling import logsumexp
+
+    assert logsumexp([-np.inf, -np.inf]) == scipy_lse([-np.inf, -np.inf]) == -np.inf
+    assert logsumexp([np.inf, 1.0]) == scipy_lse([np.inf, 1.0]) == np.inf
+    assert logsumexp([700.0, 700.0]) == pytest.approx(float(scipy_lse([700.0, 700.0])), rel=1e-15)
+    # empty input: SciPy returns log 0 = -inf; ours raises (the aggregations treat "no matrix" themselves)
+    assert scipy_lse([]) == -np.inf
+    with pytest.raises(ValueError, match="zero-size array"):
+        logsumexp([])
+    assert aggregate_sum([], 4) == pytest.approx(math.log(2.0)) and aggregate_rss([], 9) == pytest.approx(math.log(3.0))
+    # the last bits may differ (why the book keeps its own, to keep its outputs): inputs where they do
+    for x in ([0.0, -1.0, -2.5, -3.0], [1.0, 2.0, 3.0]):
+        assert logsumexp(x) != float(scipy_lse(x)) and logsumexp(x) == pytest.approx(float(scipy_lse(x)), rel=1e-15)
 
 
 # ---- shells of the radii (Chapter 4, ch04-lem-shells) ----
-from bounds_lib.peeling import (falsify_shell_inflation, geometric_ratio, log_alpha_inflation, shell_top,
-                                shell_union_cost)
+from bounds_lib.peeling import geometric_ratio, log_alpha_inflation, shell_top, shell_union_cost  # noqa: E402
 
 
 def test_shell_index_exact_powers_and_ratio():
@@ -151,67 +200,45 @@ def test_alpha_inflation_closed_form_and_bound():
     assert v.shape == (200,) and np.all(v >= 0) and np.all(v <= 3 * (L - 1) * np.log(rho) + 1e-12)
 
 
-def test_shell_falsification_has_power():
-    rng = np.random.default_rng(2)
-    tight = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1)
-    assert tight.violations == 0 and tight.worst_ratio > 0.99      # the adversary reaches the supremum
-    weak = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1,
-                                   bound_log=3 * 5 * np.log(geometric_ratio(6)) - np.log(1.1))
-    assert weak.violations >= 1                                    # power: bound / 1.1 is violated
-    assert weak.worst_random <= 1                                  # ... which random draws alone miss
-    dyadic = falsify_shell_inflation(rng, L=6, ratio=2.0, bound_log=3.0, what="alpha", trials=2000,
-                                     adversarial_starts=1)
-    assert dyadic.violations >= 1                                  # dyadic shells break the e³ claim
-    geo = falsify_shell_inflation(rng, L=6, bound_log=3.0, what="alpha", trials=2000, adversarial_starts=1)
-    assert geo.violations == 0
-
-
-def test_rounding_lemma_falsification_has_power():
-    from bounds_lib.peeling import falsify_rounding, rounding_ratio
-    rng = np.random.default_rng(4)
-    proved = falsify_rounding(rng, trials=200, restarts=3)
-    assert proved.violations == 0 and proved.worst_adversarial > 0.95   # near-tight, found by the optimiser
-    weak = falsify_rounding(rng, trials=200, restarts=3, weaken=1.1)
-    assert weak.violations > 0
-    # the tight configuration of the proof: p → 0, δ → 0, one singular value e^2, log K = 3, N = 1
-    assert rounding_ratio(np.array([-12.0, -12.0, 3.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-3)
-
-
 # ---- closed forms, exact messages, defaults (kill the mutants of `make mutation MODULES=peeling`) ----
 def test_messages_name_the_parameter():
-    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) == 0, must be >= 1$"):
         grid_resolution(0, 4)
-    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) == 0, must be >= 1$"):
         grid_resolution(2, 0)
-    with pytest.raises(ValueError, match=r"^p must lie in \[0, 2\].*got 2.5"):
+    with pytest.raises(ValueError, match=r"^p contains 2.5, must be <= 2.0 \(Schatten indices of the paper"
+                                         r" lie in \[0, 2\]\)$"):
         log_term(0.0, 2.5, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^log_S must be finite or -inf"):
+    with pytest.raises(ValueError, match=r"^log_S contains NaN \(finite, or -inf for a zero matrix\)$"):
         log_term(np.nan, 1.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^log_K must be finite"):
+    with pytest.raises(ValueError, match=r"^log_K contains inf, must be finite \(it is floored at the log"
+                                         r" of the smallest float\)$"):
         log_term(0.0, 1.0, np.inf, 4)
-    with pytest.raises(ValueError, match=r"^log_K is \+inf; compute it in log space"):
+    with pytest.raises(ValueError, match=r"^log_K == inf, must be finite$"):
         posthoc_choice([1.0], np.inf, 4, [0.0])
-    with pytest.raises(ValueError, match=r"^log_K must be a real number, got nan"):
+    with pytest.raises(ValueError, match=r"^log_K is NaN"):
         posthoc_choice([1.0], np.nan, 4, [0.0])
     with pytest.raises(ValueError, match=r"^grid must be a non-empty 1-D array"):
         posthoc_choice([1.0], 0.0, 4, [])
-    with pytest.raises(ValueError, match=r"^log_T_stars contains NaN or \+inf"):
+    with pytest.raises(ValueError, match=r"^log_T_stars contains inf, must be finite$"):
         aggregate_sum([np.inf], 2)
-    with pytest.raises(ValueError, match=r"^m \(grid resolution\) must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^m \(grid resolution\) == 0, must be >= 1$"):
         round_up_to_grid(0.5, 0)
-    with pytest.raises(ValueError, match=r"^delta must be >= 0"):
+    with pytest.raises(ValueError, match=r"^delta \(the rounding step\) contains -1.0, must be >= 0.0$"):
         rounding_cost_bound(-1.0, 0.5, 1.0, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^sigma_1 must be > 0"):
+    with pytest.raises(ValueError, match=r"^sigma_1 \(the largest singular value\) contains 0.0, must be > 0.0$"):
         rounding_cost_bound(0.1, 0.5, 0.0, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^radii must be positive and finite to have a shell"):
+    with pytest.raises(ValueError, match=r"^r contains -1.0, must be > 0.0 \(a radius must be positive and"
+                                         r" finite to have a shell\)$"):
         shell_index(-1.0)
-    with pytest.raises(ValueError, match=r"^shell ratio must be a real number > 1 .*got 1.0"):
+    with pytest.raises(ValueError, match=r"^shell ratio \(2 for dyadic shells, 1 \+ 1/L for geometric"
+                                         r" ones\) == 1.0, must be > 1.0$"):
         shell_top(2.0, 1.0)
-    with pytest.raises(ValueError, match=r"^n \(sample size\) must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^n \(sample size\) == 0, must be >= 1$"):
         uniformity_penalty(2, 4, 0)
-    with pytest.raises(ValueError, match=r"^delta must lie in \(0, 1\), got 1.5"):
+    with pytest.raises(ValueError, match=r"^delta \(the confidence level\) == 1.5, must be < 1.0$"):
         uniformity_penalty(2, 4, 10, 1.5)
-    with pytest.raises(ValueError, match=r"^matrices_per_layer must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^matrices_per_layer == 0, must be >= 1$"):
         union_bound_log_count(2, 4, matrices_per_layer=0)
 
 
@@ -264,31 +291,6 @@ def test_rounding_cost_bound_closed_form():
     assert rounding_cost_bound(0.5, 1.0, math.e**-2, 4.0, -3.0, 1) == pytest.approx(0.5 * (0 + 0 + 1.5))
 
 
-def test_shell_inflation_defaults_and_validation():
-    rng = np.random.default_rng(5)
-    r = falsify_shell_inflation(rng, L=2, adversarial_starts=0)
-    assert r.trials == 10_000 and r.adversarial.size == 0
-    assert r.name == "shells rho=1.5: product of 3 radii"
-    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(5).random((10_000, 6)))
-    # the draws are log-uniform in [0.5, 4]: the product ratios are those of the layer-1 radii
-    top = shell_top(x[:, 3:], 1.5)
-    np.testing.assert_allclose(r.ratios, np.sum(np.log(top / x[:, 3:]), axis=1) / (3 * math.log(1.5)))
-    a = falsify_shell_inflation(np.random.default_rng(6), L=3, what="alpha", trials=50, adversarial_starts=1)
-    assert a.name.endswith("alpha of 6 radii") and a.adversarial.size == 1
-    for bad in [dict(L=1), dict(L=2, bound_log=0.0), dict(L=2, low=2.0, high=1.0), dict(L=2, what="beta"),
-                dict(L=2, ratio=1.0)]:
-        with pytest.raises(ValueError):
-            falsify_shell_inflation(rng, trials=5, adversarial_starts=0, **bad)
-    with pytest.raises(ValueError, match="L must be >= 2"):
-        falsify_shell_inflation(rng, L=1, trials=5)
-    with pytest.raises(ValueError, match="what must be 'product' or 'alpha', got 'beta'"):
-        falsify_shell_inflation(rng, L=2, what="beta", trials=5)
-    with pytest.raises(ValueError, match="need 0 < low < high"):
-        falsify_shell_inflation(rng, L=2, low=2.0, high=1.0, trials=5)
-    with pytest.raises(ValueError, match="bound_log must be positive"):
-        falsify_shell_inflation(rng, L=2, bound_log=-1.0, trials=5)
-
-
 def test_log_alpha_inflation_shapes_and_constants():
     c = np.full(4, 3.0)
     # softmax constant and L_phi: L_phi cancels; c enters through (1 + 2c·C_QK)
@@ -303,47 +305,35 @@ def test_log_alpha_inflation_shapes_and_constants():
 
 def test_more_messages_and_rejections():
     from bounds_lib.peeling import rounding_cost_bound as rcb
-    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) == 0, must be >= 1$"):
         log_term(0.0, 1.0, 0.0, 0)
-    with pytest.raises(ValueError, match=r"^N \(hidden size\) must be an integer >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^N \(hidden size\) == 0, must be >= 1$"):
         rcb(0.1, 0.5, 1.0, 0.0, 0.0, 0)
-    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) == 0, must be >= 1$"):
         aggregate_sum([0.0], 0)
-    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) == 0, must be >= 1$"):
         geometric_ratio(0)
-    with pytest.raises(ValueError, match=r"^L \(number of layers\) must be an integer >= 1, got 0$"):
-        falsify_shell_inflation(np.random.default_rng(0), L=0, trials=5)
-    with pytest.raises(ValueError, match=r"^L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1$"):
-        falsify_shell_inflation(np.random.default_rng(0), L=1, trials=5)
     with pytest.raises(ValueError, match=r"^give shell_indices or radii, not both$"):
         union_bound_log_count(4, 128, shell_indices=[0], radii=[1.0])
-    with pytest.raises(ValueError, match=r"^delta must be >= 0$"):
+    with pytest.raises(ValueError, match=r"^delta \(the rounding step\) contains NaN$"):
         rcb(np.nan, 0.5, 1.0, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^sigma_1 must be > 0$"):
+    with pytest.raises(ValueError, match=r"^sigma_1 \(the largest singular value\) contains NaN$"):
         rcb(0.1, 0.5, np.nan, 0.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^log_S must be finite or -inf \(zero matrix\), got NaN or \+inf$"):
+    with pytest.raises(ValueError, match=r"^log_S contains inf, must be finite \(finite, or -inf for a zero matrix\)$"):
         log_term(np.inf, 1.0, 0.0, 4)
-    with pytest.raises(ValueError, match=r"^log_K must be finite \(it is floored at log of the smallest float\)$"):
+    with pytest.raises(ValueError, match=r"^log_K contains NaN \(it is floored at the log of the smallest float\)$"):
         log_term(0.0, 1.0, np.nan, 4)
-    with pytest.raises(ValueError, match=r"^radii must be positive and finite to have a shell$"):
+    with pytest.raises(ValueError, match=r"^r contains inf, must be finite \(a radius must be positive and finite"):
         shell_index(np.inf)
     with pytest.raises(ValueError, match=r"^grid must be a non-empty 1-D array of p values in \[0, 2\]$"):
         posthoc_choice([1.0], 0.0, 4, [])
-    with pytest.raises(ValueError, match=r"got 2.5$"):
+    with pytest.raises(ValueError, match=r"^p contains 2.5, must be <= 2.0"):
         log_term(0.0, np.array([0.0, 0.5, 2.0, 2.5]), 0.0, 4)        # the first bad value is reported
-    # booleans and non-numbers are rejected (not read as 1 / 0)
-    for call in [lambda: grid_resolution(True, 4), lambda: grid_resolution("3", 4),
-                 lambda: posthoc_choice([1.0], True, 4, [0.0]), lambda: shell_top(2.0, True),
-                 lambda: shell_top(2.0, math.inf), lambda: uniformity_penalty(2, 4, 10, True),
-                 lambda: uniformity_penalty(2, 4, 10, 0.0), lambda: uniformity_penalty(2, 4, 10, 1.0)]:
+    # values out of range (booleans and non-numbers: test_wrong_types_are_type_errors)
+    for call in [lambda: shell_top(2.0, math.inf), lambda: uniformity_penalty(2, 4, 10, 0.0),
+                 lambda: uniformity_penalty(2, 4, 10, 1.0)]:
         with pytest.raises(ValueError):
             call()
-    with pytest.raises(ValueError, match=r"^need 0 < low < high, got low=0.0, high=4.0$"):
-        falsify_shell_inflation(np.random.default_rng(0), L=2, low=0.0, trials=5)
-    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
-        falsify_shell_inflation(np.random.default_rng(0), L=2, low=1.0, high=1.0, trials=5)
-    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
-        falsify_shell_inflation(np.random.default_rng(0), L=2, high=math.inf, trials=5)
     with pytest.raises(ValueError, match=r"must have one shape"):
         log_alpha_inflation(np.ones(3), np.ones(4), np.ones(4), 2.0)
     with pytest.raises(ValueError, match=r"must have one shape"):
@@ -368,56 +358,3 @@ def test_return_types_and_shapes():
     assert uniformity_penalty(4, 128, 1000, radii=[7.0], ratio=1.5) == pytest.approx(want, rel=1e-14)
 
 
-def test_rounding_ratio_closed_forms():
-    from bounds_lib.peeling import falsify_rounding, rounding_ratio
-    # x = (0, 0, log K, log N, log σ...): p = 1, p' = 1.5
-    x = np.array([0.0, 0.0, 2.0, math.log(3.0), 1.0, -0.5, 0.3])
-    s = np.sort(np.exp([1.0, -0.5, 0.3]))[::-1]
-    lS, lSq = math.log(np.sum(s**1.0)), math.log(np.sum(s**1.5))
-    diff = log_term(lSq, 1.5, 2.0, 3) - log_term(lS, 1.0, 2.0, 3)
-    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(0.5, 1.0, s[0], lS, 2.0, 3), rel=1e-12)
-    assert rounding_ratio(x, weaken=2.0) == pytest.approx(2 * rounding_ratio(x), rel=1e-12)
-    # clipping: log K to [-50, 50], log N to 12, log σ to [-30, 30]
-    big = np.array([0.0, 0.0, 100.0, 20.0, 40.0, -40.0])
-    s2 = np.array([math.exp(30.0), math.exp(-30.0)])
-    N2 = int(round(math.exp(12.0)))
-    lS2, lSq2 = math.log(np.sum(s2)), math.log(np.sum(s2**1.5))
-    d2 = log_term(lSq2, 1.5, 50.0, N2) - log_term(lS2, 1.0, 50.0, N2)
-    assert rounding_ratio(big) == pytest.approx(d2 / rounding_cost_bound(0.5, 1.0, s2[0], lS2, 50.0, N2), rel=1e-9)
-    neg = np.array([0.0, 0.0, -100.0, -5.0, 0.5])             # log K → -50, N → 1
-    s3 = math.exp(0.5)
-    d3 = log_term(1.5 * 0.5, 1.5, -50.0, 1) - log_term(0.5, 1.0, -50.0, 1)
-    assert rounding_ratio(neg) == pytest.approx(d3 / rounding_cost_bound(0.5, 1.0, s3, 0.5, -50.0, 1), rel=1e-12)
-    assert rounding_ratio(np.zeros(5)) == 0.0                  # σ = 1, log K = 0, N = 1: bound 0, ratio 0
-    assert rounding_ratio(np.array([0.0, -800.0, 0.0, 0.0, 0.5])) == 0.0   # p' = p in floating point
-    r = falsify_rounding(np.random.default_rng(7), trials=20, restarts=0)
-    assert r.trials == 20 and r.adversarial.size == 0 and r.name == "rounding lemma (bound / 1)"
-    assert falsify_rounding(np.random.default_rng(7), restarts=0).trials == 2000
-
-
-def test_alpha_objective_uses_each_kind_of_radius():
-    rng = np.random.default_rng(8)
-    r = falsify_shell_inflation(rng, L=3, ratio=2.0, bound_log=1.0, what="alpha", trials=200, adversarial_starts=0)
-    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(8).random((200, 9)))
-    want = log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], 2.0)
-    np.testing.assert_allclose(r.ratios, want)
-    assert falsify_shell_inflation(rng, L=2, bound_log=0.5, trials=5, adversarial_starts=0).trials == 5
-    assert falsify_shell_inflation(rng, trials=5, adversarial_starts=0).name.endswith("of 33 radii")  # L = 12
-
-
-def test_strings_are_rejected_with_value_error():
-    with pytest.raises(ValueError, match=r"^shell ratio must be a real number > 1"):
-        shell_top(2.0, "2")
-    with pytest.raises(ValueError, match=r"^delta must lie in \(0, 1\), got '0.5'$"):
-        uniformity_penalty(2, 4, 10, "0.5")
-
-
-def test_rounding_ratio_reads_p_and_p_prime_from_their_coordinates():
-    from bounds_lib.peeling import rounding_ratio
-    x = np.array([1.0, -1.0, 2.0, math.log(3.0), 1.0, -0.5])
-    p = 2.0 / (1.0 + math.exp(-1.0))
-    q = p + (2.0 - p) / (1.0 + math.exp(1.0))
-    s = np.exp([1.0, -0.5])
-    lS, lSq = math.log(np.sum(s**p)), math.log(np.sum(s**q))
-    diff = log_term(lSq, q, 2.0, 3) - log_term(lS, p, 2.0, 3)
-    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(q - p, p, s[0], lS, 2.0, 3), rel=1e-12)

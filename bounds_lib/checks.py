@@ -1,0 +1,719 @@
+"""Falsification harness: try to break an inequality ``lhs ≤ rhs``, and every check of the book (Chapters 1–5).
+
+A check of an inequality is only evidence if it could have failed. The harness therefore does three
+things for an inequality written as a *ratio* ``r(x) = lhs(x)/rhs(x)`` of a parameter vector ``x``:
+
+1. **random draws** — ``r`` at many random points (:func:`falsify`, ``trials``);
+2. **adversarial search** — a local optimiser (SciPy's Nelder–Mead, which needs no gradient) started
+   from the best random points maximises ``r`` (:func:`adversarial_search`);
+3. **power check** — the same harness run against a deliberately *weakened* bound (a constant
+   below the proved one, or the bound divided by 1.1) must report a violation
+   (:func:`power_check`); if it does not, the harness could not have detected a wrong constant.
+
+The result of 1–2 is a :class:`Falsification`: the ratios of every trial, the best ratio of every
+optimiser start, and the worst ratio overall (a violation is a ratio above ``1 + 1e-9``).
+
+The checks of the chapters live here too, next to the harness; the bound modules keep only the
+mathematics they check:
+
+* Chapter 1 — :func:`falsify_norm_inequalities` (:data:`bounds_lib.norms.NORM_INEQUALITIES`);
+* Chapter 2 — :func:`falsify_split`, :func:`adversarial_split` (the split lemmas of
+  :mod:`bounds_lib.interpolation`);
+* Chapter 3 — :func:`falsify_softmax`, :func:`falsify_logits`, :func:`falsify_layer_lipschitz`,
+  :func:`adversarial_layer_lipschitz`, :func:`falsify_parameter_perturbation`,
+  :func:`adversarial_parameter_perturbation`, :func:`falsify_multihead_gamma`,
+  :func:`falsify_composition` (the factors of :mod:`bounds_lib.propagation`);
+* Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation` (the lemmas of
+  :mod:`bounds_lib.peeling`).
+
+Until the next release the old paths (``bounds_lib.falsification``, ``bounds_lib.interpolation.falsify_split``,
+``bounds_lib.propagation.falsify_softmax``, …) still import these names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .model import project_rows, softmax_rows
+from .norms import NORM_INEQUALITIES, RANK_RTOL, as_matrix, numerical_rank, schatten_power, singular_values
+from .interpolation import tail_bound_dimension
+from .peeling import (_RATIO, geometric_ratio, log_alpha_inflation, log_term,
+                      rounding_cost_bound, shell_top)
+from .propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, composition_bound, log_alpha,
+                          log_gamma, log_gamma_multihead, log_layer_lipschitz, multihead_block_forward)
+from .scoring import MULTI_HEAD_MATRIX_TYPES, SINGLE_HEAD_MATRIX_TYPES
+from .validation import check_scalar
+
+__all__ = [
+    "VIOLATION_TOL",
+    "OPTIMISER_XTOL",
+    "OPTIMISER_FTOL",
+    "TINY_DENOMINATOR",
+    "TAU_GAP",
+    "Falsification",
+    "adversarial_search",
+    "falsify",
+    "power_check",
+    "norm_inequality_ratios",
+    "falsify_norm_inequalities",
+    "falsify_split",
+    "adversarial_split",
+    "falsify_softmax",
+    "falsify_logits",
+    "falsify_layer_lipschitz",
+    "falsify_parameter_perturbation",
+    "falsify_multihead_gamma",
+    "adversarial_layer_lipschitz",
+    "adversarial_parameter_perturbation",
+    "falsify_composition",
+    "rounding_ratio",
+    "falsify_rounding",
+    "falsify_shell_inflation",
+]
+
+#: A ratio above ``1 + VIOLATION_TOL`` counts as a violation (floating-point slack).
+VIOLATION_TOL = 1e-9
+#: Stopping tolerances of the optimisers (in ``x`` and in the ratio): far below any violation that matters.
+OPTIMISER_XTOL, OPTIMISER_FTOL = 1e-10, 1e-12
+#: Floor of a denominator that vanishes when two inputs coincide (the numerator is then 0: ratio 0).
+TINY_DENOMINATOR = 1e-300
+#: Non-degenerate thresholds lie below ``σ₁`` by at least this relative gap (``τ ≤ (1 − 1e-9)σ₁``).
+TAU_GAP = 1e-9
+
+
+@dataclass(frozen=True)
+class Falsification:
+    """Outcome of a check of ``lhs ≤ rhs`` (the evidence under every inequality of Chapters 1–5).
+
+    Parameters
+    ----------
+    name : str
+        What was checked (printed in the chapters' tables).
+    ratios : numpy.ndarray
+        ``lhs/rhs`` of every random trial.
+    adversarial : numpy.ndarray
+        The best ratio reached from each optimiser start (empty when no search was run).
+
+    Examples
+    --------
+    >>> f = Falsification("x ≤ 1", np.array([0.5, 0.9]), np.array([0.99]))
+    >>> f.trials, f.violations, f.worst_random, f.worst_ratio
+    (2, 0, 0.9, 0.99)
+    """
+
+    name: str
+    ratios: np.ndarray
+    adversarial: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def trials(self) -> int:
+        """Number of random trials."""
+        return int(self.ratios.size)
+
+    @property
+    def worst_random(self) -> float:
+        """Largest ratio over the random trials."""
+        return float(np.max(self.ratios))
+
+    @property
+    def worst_adversarial(self) -> float:
+        """Largest ratio the optimiser reached (NaN when no search was run)."""
+        return float(np.max(self.adversarial)) if self.adversarial.size else float("nan")
+
+    @property
+    def worst_ratio(self) -> float:
+        """Largest ratio found by either the random trials or the optimiser."""
+        return float(np.max(np.concatenate([self.ratios, self.adversarial])))
+
+    @property
+    def violations(self) -> int:
+        """Trials (random or optimiser starts) with ratio above ``1 + VIOLATION_TOL``."""
+        return int(np.count_nonzero(np.concatenate([self.ratios, self.adversarial]) > 1.0 + VIOLATION_TOL))
+
+
+def _safe(ratio):
+    """``ratio`` made total: NaN, infinite or raising points count as ratio 0 (the optimiser moves on)."""
+    def f(x):
+        try:
+            v = float(ratio(np.asarray(x, dtype=np.float64)))
+        except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
+            return 0.0
+        return v if np.isfinite(v) else 0.0
+    return f
+
+
+def adversarial_search(ratio: Callable[[np.ndarray], float], starts, maxiter=400, method="Nelder-Mead"):
+    """Maximise ``ratio(x)`` from each start with SciPy's derivative-free ``method`` (Nelder–Mead or
+    Powell); return ``(best ratio per start, best x)``.
+
+    ``starts`` is an array of shape ``(k, d)``. The ratio function should map any real vector to a
+    valid configuration (e.g. project rows onto the unit ball inside it), so the search is
+    unconstrained.
+    """
+    from scipy.optimize import minimize
+
+    starts = np.atleast_2d(np.asarray(starts, dtype=np.float64))
+    if starts.shape[0] == 0 or starts.shape[1] == 0:
+        raise ValueError(f"starts must have shape (k, d) with k, d >= 1, got {starts.shape}")
+    maxiter = check_scalar(maxiter, "maxiter", int, min_val=1)
+    if method not in ("Nelder-Mead", "Powell"):
+        raise ValueError(f"method must be 'Nelder-Mead' or 'Powell' (derivative-free), got {method!r}")
+    f = _safe(ratio)
+    opts = ({"maxiter": maxiter, "xatol": OPTIMISER_XTOL, "fatol": OPTIMISER_FTOL, "adaptive": True}
+            if method == "Nelder-Mead" else {"maxiter": maxiter, "xtol": OPTIMISER_XTOL, "ftol": OPTIMISER_FTOL})
+    best, best_x = [], None
+    for x0 in starts:
+        res = minimize(lambda x: -f(x), x0, method=method, options=opts)
+        val = max(-float(res.fun), f(x0))
+        x = res.x if -float(res.fun) >= f(x0) else x0
+        if best_x is None or val > max(best):
+            best_x = np.array(x)
+        best.append(val)
+    return np.array(best), best_x
+
+
+def falsify(name, ratio, sample, rng, trials=2000, restarts=8, maxiter=400, method="Nelder-Mead"):
+    """Random draws ``x = sample(rng)``, then :func:`adversarial_search` from the ``restarts`` best draws.
+
+    Parameters
+    ----------
+    name : str
+        The inequality's name.
+    ratio : callable
+        ``ratio(x) = lhs(x)/rhs(x)`` of a parameter vector ``x`` (any real vector should be a valid
+        configuration); NaN, infinite or raising points count as 0.
+    sample : callable
+        ``sample(rng)`` draws one parameter vector.
+    rng : numpy.random.Generator
+        The random source (a chapter's seeded generator keeps its outputs reproducible).
+    trials : int
+        Random draws, ``>= 1``.
+    restarts : int
+        Optimiser starts (0: random draws only).
+    maxiter : int
+        Iterations per optimiser run.
+    method : {"Nelder-Mead", "Powell"}
+        SciPy's derivative-free optimiser.
+
+    Returns
+    -------
+    Falsification
+        Both sets of ratios.
+
+    Raises
+    ------
+    TypeError
+        ``trials``, ``restarts`` or ``maxiter`` is not an integer.
+    ValueError
+        ``trials < 1``, ``restarts < 0``, ``maxiter < 1`` or an unknown ``method``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> f = falsify("sin x ≤ x", lambda x: np.sin(x[0]) / x[0], lambda r: r.uniform(0.01, 3, 1), rng,
+    ...             trials=200, restarts=2)
+    >>> f.violations, f.trials, f.worst_ratio > 0.999   # attained as x → 0, never exceeded
+    (0, 200, True)
+    """
+    trials = check_scalar(trials, "trials", int, min_val=1)
+    restarts = check_scalar(restarts, "restarts", int, min_val=0)
+    f = _safe(ratio)
+    xs = [np.asarray(sample(rng), dtype=np.float64) for _ in range(trials)]
+    ratios = np.array([f(x) for x in xs])
+    adv = np.zeros(0)
+    if restarts:
+        order = np.argsort(ratios)[::-1][:restarts]
+        adv, _ = adversarial_search(ratio, np.stack([xs[i] for i in order]), maxiter=maxiter, method=method)
+    return Falsification(name, ratios, adv)
+
+
+def power_check(run: Callable[[float], Falsification], weakened):
+    """Run the harness ``run(weakening)`` against the proved bound and a weakened one.
+
+    ``run(1.0)`` must check the proved bound; ``run(weakened)`` the weakened bound (the caller
+    decides what the weakening means: a smaller constant, or the bound divided by ``weakened``).
+    Returns ``(proved, weak)``; raises ``AssertionError`` if the proved bound is violated or the
+    weakened one is *not* — then the harness has no power against a wrong constant.
+    """
+    proved, weak = run(1.0), run(weakened)
+    if proved.violations:
+        raise AssertionError(f"{proved.name}: the proved bound is violated (worst ratio {proved.worst_ratio:.6g})")
+    if not weak.violations:
+        raise AssertionError(f"{weak.name}: no violation of the weakened bound (worst ratio {weak.worst_ratio:.6g});"
+                             " the harness has no power")
+    return proved, weak
+
+
+# ---------------------------------------------------------------- Chapter 1: inequalities between the norms
+
+
+def norm_inequality_ratios(W, weaken=1.0) -> dict:
+    """``weaken · lhs/rhs`` of every inequality in :data:`NORM_INEQUALITIES` at the matrix ``W``
+    (0 when both sides vanish)."""
+    A = as_matrix(W)
+    s = singular_values(A)
+    r = numerical_rank(s)
+    if r == 0:
+        return {name: 0.0 for name in NORM_INEQUALITIES}
+    k = s[:r]
+    out = {}
+    for name, (lhs, rhs) in NORM_INEQUALITIES.items():
+        b = float(rhs(A, s, k, r))
+        out[name] = weaken * float(lhs(A, s, k, r)) / b if b > 0 else 0.0
+    return out
+
+
+def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5)):
+    """Check every inequality of :data:`NORM_INEQUALITIES` (Chapter 1) by random matrices of random
+    shape (1–39 per side), rank and scale (``10^±3``), then by Nelder–Mead over the entries of a
+    ``shape`` matrix from random starts. ``weaken > 1`` divides every right side by ``weaken``
+    (power check). Returns one :class:`Falsification` per inequality."""
+    names = list(NORM_INEQUALITIES)
+    rand = {n: [] for n in names}
+    for _ in range(int(trials)):
+        l, m = (int(x) for x in rng.integers(1, 40, size=2))
+        rk = int(rng.integers(1, min(l, m) + 1))
+        W = rng.standard_normal((l, rk)) @ rng.standard_normal((rk, m)) * 10.0 ** rng.uniform(-3, 3)
+        for n, v in norm_inequality_ratios(W, weaken).items():
+            rand[n].append(v)
+    out = []
+    for n in names:
+        starts = rng.standard_normal((int(restarts), shape[0] * shape[1]))
+        adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken)[n], starts,
+                                     maxiter=4000) if restarts else (np.zeros(0), None))
+        out.append(Falsification(n + (f" ÷{weaken:g}" if weaken != 1.0 else ""), np.array(rand[n]), adv))
+    return out
+
+
+# ---------------------------------------------------------------- Chapter 2: the split lemmas
+
+
+def _split_ratios(s, tau, p, k, weaken):
+    """The three ratios of the split lemmas for descending spectra ``s`` (rows), threshold ``tau``, index ``p``."""
+    tail = np.where(s <= tau[:, None], s, 0.0)
+    r1 = np.count_nonzero(s > tau[:, None], axis=1)
+    with np.errstate(divide="ignore"):
+        Sp = np.where(p[:, None] > 0, s ** p[:, None], 0.0).sum(axis=1)
+    rank = np.count_nonzero(s > RANK_RTOL * k * np.maximum(s[:, 0:1], 1.0), axis=1)
+    Sp = np.where(p > 0, Sp, rank)
+    f2 = np.sqrt(np.sum(tail**2, axis=1))
+    # at p = 0 the numerical zeros (σ ≤ RANK_RTOL·k·σ₁) are not in S_0: allow their σ² ≤ (RANK_RTOL k σ₁)² k slack
+    slack = (RANK_RTOL * k * np.maximum(s[:, 0], 1.0)) ** 2 * k
+    return {"rank": weaken * r1 / np.maximum(Sp / tau**p, TINY_DENOMINATOR),
+            "tail_dim": weaken * f2 / tail_bound_dimension(tau, (k, k)),
+            "tail_schatten": weaken * f2 / np.sqrt(tau ** (2 - p) * Sp + slack)}
+
+
+def falsify_split(rng, trials=10_000, nondegenerate=False, weaken=1.0):
+    """Random matrices (shapes 1–12, log-uniform scales, thresholds, p ∈ [0, 2]): ratios of
+    ``rank(W₁)/(S_p/τ^p)``, ``‖W₂‖_F/(τ√min)``, ``‖W₂‖_F/√(τ^{2−p}S_p)`` (Chapter 2).
+
+    Half of the matrices have a planted power-law spectrum (so ranks and tails are non-trivial).
+    ``nondegenerate=True`` draws only thresholds ``τ < σ₁`` (so ``W₁ ≠ 0``; with ``τ ≥ σ₁`` the tail
+    bounds are attained trivially). ``weaken > 1`` divides every bound by ``weaken`` (power check).
+    Returns three :class:`Falsification` results.
+    """
+    out = {"rank": [], "tail_dim": [], "tail_schatten": []}
+    per = 100
+    hi = -TAU_GAP if nondegenerate else 0.5
+    for _ in range(int(np.ceil(trials / per))):
+        l, m = (int(x) for x in rng.integers(1, 13, 2))
+        k = min(l, m)
+        A = rng.standard_normal((per, l, m)) * np.exp(rng.uniform(-3, 3, (per, 1, 1)))
+        if rng.random() < 0.5:  # planted spectrum σ_j = s·j^{-a}
+            U, _, Vt = np.linalg.svd(A, full_matrices=False)
+            a = rng.uniform(0, 3, (per, 1))
+            sig = np.exp(rng.uniform(-3, 3, (per, 1))) * np.arange(1, k + 1) ** (-a)
+            A = (U * sig[:, None, :]) @ Vt
+        s = np.linalg.svd(A, compute_uv=False)  # (per, k), descending
+        p = rng.uniform(0, 2, per)
+        p[rng.random(per) < 0.1] = 0.0
+        tau = s[:, 0] * np.exp(rng.uniform(-4, hi, per))
+        for key, v in _split_ratios(s, tau, p, k, weaken).items():
+            out[key].append(v)
+    tag = (" (τ < σ₁)" if nondegenerate else "") + (f" ÷{weaken:g}" if weaken != 1.0 else "")
+    return [Falsification(f"split: {k}{tag}", np.concatenate(v)[:trials]) for k, v in out.items()]
+
+
+def adversarial_split(rng, trials=200, restarts=3, k=12, weaken=1.0, maxiter=40):
+    """Random draws, then Powell maximisation from the best ones, of the three split ratios over
+    spectra ``σ ∈ ℝ^k``, thresholds ``τ ∈ (0, σ₁)`` (non-degenerate) and ``p ∈ [0, 2]``; ``weaken``
+    as in :func:`falsify_split`. The search vector is ``(log σ_1..k, logit(τ/σ₁), logit(p/2))``.
+    Returns three :class:`Falsification` results (random and optimiser ratios)."""
+    out = []
+    for key in ("rank", "tail_dim", "tail_schatten"):
+        def ratio(x, key=key):
+            s = np.sort(np.exp(np.clip(x[:-2], -30, 30)))[::-1][None, :]
+            tau = s[:, 0] * (1 - TAU_GAP) / (1 + np.exp(-x[-2]))
+            p = np.array([2.0 / (1 + np.exp(-x[-1]))])
+            return float(_split_ratios(s, tau, p, s.shape[1], weaken)[key][0])
+
+        name = f"split: {key} (τ < σ₁, optimiser)" + (f" ÷{weaken:g}" if weaken != 1.0 else "")
+        out.append(falsify(name, ratio, lambda r: r.normal(0, 1.5, k + 2), rng, trials=trials,
+                           restarts=restarts, maxiter=maxiter, method="Powell"))
+    return out
+
+
+# -------------------------------- Chapter 3: softmax, logits, layer factor, parameter perturbation, composition
+
+
+def _spectral(rng, shape, s):
+    A = rng.standard_normal(shape)
+    return s * A / np.linalg.norm(A, 2)
+
+
+def falsify_softmax(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖softmax(z) − softmax(z')‖₁ / (c‖z − z'‖∞)`` over random logits (T = 2–16, scales 1e-3–30)."""
+    out, per = [], 500
+    for _ in range(int(np.ceil(trials / per))):
+        T = int(rng.integers(2, 17))
+        z = rng.standard_normal((per, T)) * np.exp(rng.uniform(np.log(1e-3), np.log(30), (per, 1)))
+        d = rng.standard_normal((per, T)) * np.exp(rng.uniform(np.log(1e-6), np.log(3), (per, 1)))
+        if rng.random() < 0.5:  # near-worst directions: ±δ on a balanced split
+            d = np.sign(d) * np.abs(d).max(axis=1, keepdims=True)
+        num = np.abs(softmax_rows(z + d) - softmax_rows(z)).sum(axis=1)
+        out.append(num / (softmax_const * np.abs(d).max(axis=1)))
+    return Falsification("softmax l∞→l1", np.concatenate(out)[:trials])
+
+
+def falsify_logits(rng, trials=10_000):
+    """Ratios ``|x_t W x_sᵀ − x'_t W x'_sᵀ| / (2‖W‖₂ δ)`` for rows in the unit ball (Chapter 3, ``ch03-lem-logits``),
+    ``δ = max(‖x_t−x'_t‖, ‖x_s−x'_s‖)``."""
+    out, per = [], 500
+    for _ in range(int(np.ceil(trials / per))):
+        N = int(rng.integers(1, 9))
+        W = _spectral(rng, (N, N), float(np.exp(rng.uniform(-2, 2))))
+        X = project_rows(rng.standard_normal((per, 4, N)) * rng.uniform(0.1, 3, (per, 1, 1)))
+        Xp = project_rows(X + rng.standard_normal((per, 4, N)) * np.exp(rng.uniform(-6, 0, (per, 1, 1))))
+        num = np.abs(X[:, 0] @ W * X[:, 1] - (Xp[:, 0] @ W) * Xp[:, 1]).sum(axis=1)
+        delta = np.maximum(np.linalg.norm(X[:, 0] - Xp[:, 0], axis=1), np.linalg.norm(X[:, 1] - Xp[:, 1], axis=1))
+        out.append(num / (2 * np.linalg.norm(W, 2) * np.maximum(delta, TINY_DENOMINATOR)))
+    return Falsification("bilinear logits", np.concatenate(out)[:trials])
+
+
+def falsify_layer_lipschitz(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the single-head block of
+    :mod:`bounds_lib.model` (N = 1–6, T = 1–5, spectral norms 0.2–5, all four activations)."""
+    from . import model as M
+    out, per = [], 250
+    acts = sorted(M.ACTIVATIONS)
+    for i in range(int(np.ceil(trials / per))):
+        N, T, act = int(rng.integers(1, 7)), int(rng.integers(1, 6)), acts[i % len(acts)]
+        sc = np.exp(rng.uniform(np.log(0.2), np.log(5), 3))
+        blk = M.Block(*(_spectral(rng, (N, N), s) for s in sc))
+        X = project_rows(rng.standard_normal((per, T, N)) * rng.uniform(0.1, 2, (per, 1, 1)))
+        Xp = project_rows(X + np.exp(rng.uniform(np.log(1e-4), 0, (per, 1, 1))) * rng.standard_normal((per, T, N)))
+        num = np.max(np.linalg.norm(M.block_forward(X, blk, act) - M.block_forward(Xp, blk, act), axis=-1), axis=-1)
+        den = np.max(np.linalg.norm(X - Xp, axis=-1), axis=-1)
+        lam = np.exp(log_layer_lipschitz(sc[2], sc[1], sc[0], M.ACTIVATION_LIPSCHITZ[act], softmax_const))
+        out.append(num / (lam * np.maximum(den, TINY_DENOMINATOR)))
+    return Falsification("layer Lipschitz Λ", np.concatenate(out)[:trials])
+
+
+def falsify_parameter_perturbation(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT, released=False):
+    """Ratios ``|f_W(X) − f_{W'}(X)| / (‖w‖ Σ_{ℓ,a} γ^{(ℓ,a)} α^{(ℓ)} ‖W'^{(ℓ,a)} − W^{(ℓ,a)}‖₂)`` for whole
+    single-head networks (L = 1–5, N = 2–6, T = 1–4); γ, α from the unperturbed network's norms.
+    ``released=True`` uses γ without L_φ (and the released constant if ``softmax_const=2``)."""
+    from . import model as M
+    out, per = [], 50
+    acts = sorted(M.ACTIVATIONS)
+    for i in range(int(np.ceil(trials / per))):
+        L, N, T, act = int(rng.integers(1, 6)), int(rng.integers(2, 7)), int(rng.integers(1, 5)), acts[i % len(acts)]
+        sn = float(np.exp(rng.uniform(np.log(0.3), np.log(3))))
+        net = M.random_transformer(L, N, rng, spectral_norm=sn, act=act)
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.3))))
+        D = np.zeros((L, 3))
+        mask = rng.random((L, 3)) < 0.6
+        mask[rng.integers(L), rng.integers(3)] = True
+        blocks = []
+        for ell, b in enumerate(net.blocks):
+            new = []
+            for a, W in enumerate((b.W_QK, b.W_V, b.W_M)):
+                if mask[ell, a]:
+                    E = _spectral(rng, W.shape, eps * sn)
+                    D[ell, a] = np.linalg.norm(E, 2)
+                    W = W + E
+                new.append(W)
+            blocks.append(M.Block(*new))
+        net2 = M.SingleHeadTransformer(tuple(blocks), net.w, act=act)
+        X = rng.standard_normal((per, T, N)) * rng.uniform(0.2, 3, (per, 1, 1))
+        d = np.abs(M.forward(net, X) - M.forward(net2, X))
+        C = np.array([[np.linalg.norm(W, 2) for W in (b.W_QK, b.W_V, b.W_M)] for b in net.blocks])
+        g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=None if released else net.L_phi, softmax_const=softmax_const)
+        la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+        G = np.exp(np.stack([g["QK"], g["V"], np.broadcast_to(g["M"], (L,))], axis=1) + la[:, None])
+        out.append(d / (np.linalg.norm(net.w) * np.sum(G * D)))
+    return Falsification("network parameter perturbation", np.concatenate(out)[:trials])
+
+
+def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Ratios ``‖B_{W'}(X) − B_W(X)‖_{2→∞} / (γ_a ‖ΔW_a‖₂)`` for one perturbed matrix of a multi-head
+    block with ``φ = L_φ·tanh`` (``L_φ ∈ {1, 3}``). Returns ``(Falsification, keys)`` where ``keys[i]``
+    names the perturbed matrix type. ``released=True`` uses the released γ (no L_φ, ``γ_Mout = 1``, c = 2)."""
+    out, keys, per = [], [], 50
+    names = MULTI_HEAD_MATRIX_TYPES
+    for _ in range(int(np.ceil(trials / per))):
+        N, T, H = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 3))
+        Nf = int(rng.integers(N, 3 * N + 1))
+        Lp = float(rng.choice([1.0, 3.0]))
+        s = np.exp(rng.uniform(np.log(0.3), np.log(4), 4))
+        QK = [_spectral(rng, (N, N), s[0]) for _ in range(H)]
+        V = [_spectral(rng, (N, N), s[1]) for _ in range(H)]
+        Mi, Mo = _spectral(rng, (N, Nf), s[2]), _spectral(rng, (Nf, N), s[3])
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.1))))
+        which, h = int(rng.integers(4)), int(rng.integers(H))
+        P = [list(QK), list(V), Mi, Mo]
+        if which < 2:
+            P[which][h] = P[which][h] + _spectral(rng, (N, N), eps)
+        else:
+            P[which] = P[which] + _spectral(rng, P[which].shape, eps)
+        X = project_rows(rng.standard_normal((per, T, N)) * rng.uniform(0.2, 3, (per, 1, 1)))
+        phi = lambda x, Lp=Lp: Lp * np.tanh(x)  # noqa: E731
+        Z, Zp = multihead_block_forward(X, QK, V, Mi, Mo, phi), multihead_block_forward(X, *P, phi)
+        d = np.max(np.linalg.norm(Z - Zp, axis=-1), axis=-1)
+        CV = np.array([np.linalg.norm(v, 2) for v in V])
+        CQ = np.array([np.linalg.norm(q, 2) for q in QK])
+        if released:
+            g = log_gamma_multihead(s[2], s[3], CV, CQ, softmax_const=SOFTMAX_LINF_L1_RELEASED)
+        else:
+            g = log_gamma_multihead(s[2], s[3], CV, CQ, L_phi=Lp, softmax_const=softmax_const, phi_bound=Lp)
+        gam = np.exp(g[names[which]])
+        gam = float(gam[h]) if which < 2 else float(gam)
+        out.append(d / (gam * eps))
+        keys += [names[which]] * per
+    return Falsification("multi-head γ" + (" (released)" if released else ""), np.concatenate(out)[:trials]), \
+        np.array(keys[:trials])
+
+
+def _block_ratio(x, T, N, softmax_const, weaken):
+    """Λ-ratio of the identity-activation block with ``W_QK = qI``, ``W_V = W_M = I`` at ``x = (log q, X, X')``."""
+    from . import model as M
+
+    q = float(np.exp(np.clip(x[0], -4.0, 4.0)))
+    X = project_rows(x[1:1 + T * N].reshape(T, N))
+    Xp = project_rows(x[1 + T * N:1 + 2 * T * N].reshape(T, N))
+    den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
+    if den < 1e-12:
+        return 0.0
+    blk = M.Block(q * np.eye(N), np.eye(N), np.eye(N))
+    diff = M.block_forward(X, blk, "identity") - M.block_forward(Xp, blk, "identity")
+    num = float(np.max(np.linalg.norm(diff, axis=-1)))
+    lam = float(np.exp(log_layer_lipschitz(1.0, 1.0, q, 1.0, softmax_const)))
+    return weaken * num / (lam * den)
+
+
+def adversarial_layer_lipschitz(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, tokens=(2, 3, 4),
+                                qs=(0.5, 1.0, 3.0), N=2, trials=60, restarts=2, maxiter=1500):
+    """Adversarial search against Λ (Chapter 3, ``ch03-thm-layer``): for every number of tokens ``T`` and
+    logit gain ``q``, random draws of ``(X, X')`` and Nelder–Mead from the best ones maximise
+    ``weaken · ‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the block with ``W_QK = qI``,
+    ``W_V = W_M = I`` and identity activation (rows projected onto the unit ball). ``q`` is held fixed
+    per search: left free, the optimiser drifts to ``q → 0``, where the ratio tends to 1 for any
+    constant. Run it with a wrong ``softmax_const`` (e.g. 0.25) or ``weaken = 1.1`` to check its power."""
+    parts = []
+    for T in tokens:
+        for q in qs:
+            lq = float(np.log(check_scalar(q, "q (the logit gain)", float, min_val=0.0, include_boundaries="neither")))
+            parts.append(falsify("Λ", lambda x, T=T, lq=lq: _block_ratio(np.concatenate([[lq], x]), T, N,
+                                                                          softmax_const, weaken),
+                                 lambda r, T=T: r.normal(0.0, 0.6, 2 * T * N), rng,
+                                 trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
+    return Falsification("layer Lipschitz Λ, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):
+    """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network)."""
+    from . import model as M
+
+    k = 3 * L * N * N
+    Ws = x[:k].reshape(L, 3, N, N)
+    perturbed = np.array([a in perturb for a in SINGLE_HEAD_MATRIX_TYPES])
+    Es = x[k:2 * k].reshape(L, 3, N, N) * perturbed[None, :, None, None]
+    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
+    w = np.ones(N) / np.sqrt(N)
+    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
+    net2 = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
+    d = abs(M.forward(net, X) - M.forward(net2, X))
+    C = np.array([[np.linalg.norm(W, 2) for W in b] for b in Ws])
+    D = np.array([[eps * np.linalg.norm(E, 2) for E in b] for b in Es])
+    g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=net.L_phi, softmax_const=softmax_const)
+    la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+    G = np.exp(np.stack([g["QK"], g["V"], np.broadcast_to(g["M"], (L,))], axis=1) + la[:, None])
+    bound = float(np.sum(G * D))
+    return weaken * d / bound if bound > 0 else 0.0
+
+
+def adversarial_parameter_perturbation(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2),
+                                       N=2, T=2, act="identity", trials=150, restarts=2, maxiter=4000,
+                                       perturb=SINGLE_HEAD_MATRIX_TYPES):
+    """Adversarial search against the whole-network parameter-perturbation bound (Chapter 3,
+    ``ch03-thm-param``): random draws of weights, perturbation directions, input and ``log ε``,
+    then Nelder–Mead from the best, maximising ``weaken·|f_W(X) − f_{W'}(X)| / (‖w‖₂ Σ γ α ‖ΔW‖₂)``
+    (``‖w‖₂ = 1``); ``perturb`` names the matrix types that are perturbed (``("QK",)`` isolates the
+    softmax constant). Power check: a wrong ``softmax_const`` or ``weaken = 1.1``."""
+    parts = []
+    for L in depths:
+        dim = 6 * L * N * N + T * N + 1
+
+        def sample(r, L=L, dim=dim):
+            x = r.normal(0.0, 0.8, dim)
+            x[-1] = r.uniform(-8.0, -2.0)
+            return x
+
+        parts.append(falsify("param", lambda x, L=L: _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb),
+                             sample,
+                             rng, trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g}" if weaken != 1.0 else "") + \
+        ("" if tuple(perturb) == SINGLE_HEAD_MATRIX_TYPES else ", perturbed: " + "+".join(perturb)) + ")"
+    return Falsification("network parameter perturbation, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+def _composition_ratio(x, L, N, T, act, softmax_const, weaken):
+    from . import model as M
+
+    k = 3 * L * N * N
+    Ws, Es = x[:k].reshape(L, 3, N, N), x[k:2 * k].reshape(L, 3, N, N)
+    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
+    w = np.ones(N) / np.sqrt(N)
+    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
+    net_hat = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
+    lhs, rhs, _, _ = composition_bound(net, net_hat, X, softmax_const)
+    return weaken * lhs / rhs if rhs > 0 else 0.0
+
+
+def falsify_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2), N=2, T=2,
+                        acts=("identity", "tanh"), trials=150, restarts=2, maxiter=4000):
+    """Random draws, then Nelder–Mead, against the composition lemma (``ch03-thm-compose``):
+    ``weaken · max_i|f_W − f_Ŵ| / Σ_j κ_j d_j`` over weights, perturbation directions, input and scale.
+    ``weaken = 1.1`` (or a wrong ``softmax_const``) checks the search's power."""
+    parts = []
+    for L in depths:
+        for act in acts:
+            dim = 6 * L * N * N + T * N + 1
+
+            def sample(r, dim=dim):
+                x = r.normal(0.0, 0.8, dim)
+                x[-1] = r.uniform(-8.0, -2.0)
+                return x
+
+            parts.append(falsify("compose", lambda x, L=L, act=act: _composition_ratio(x, L, N, T, act, softmax_const,
+                                                                                        weaken),
+                                 sample, rng, trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
+    return Falsification("composition (data metric), optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+# ---------------------------------------------------------------- Chapter 4: rounding lemma and shells
+
+
+def _sawtooth_adversary(objective, lo, hi, dim, rng, starts):
+    """Maximise a separable, increasing-between-jumps objective over ``[lo, hi]^dim``.
+
+    Random starts, then per coordinate the best point just above a shell top (where a rounded radius
+    is largest relative to the radius) among a fine log-grid — a coordinate ascent that ends at a
+    local maximum of each coordinate's sawtooth. Returns the best point found.
+    """
+    grid = np.geomspace(lo, hi, 4001)
+    best_x, best_v = None, -np.inf
+    for x in rng.uniform(lo, hi, (starts, dim)):
+        v = objective(x)
+        for _ in range(2):  # two sweeps of coordinate ascent
+            for i in range(dim):
+                cand = np.repeat(x[None, :], grid.size, axis=0)
+                cand[:, i] = grid
+                vals = objective(cand)
+                k = int(np.argmax(vals))
+                if vals[k] > v:
+                    x, v = cand[k].copy(), float(vals[k])
+        if v > best_v:
+            best_x, best_v = x.copy(), v
+    return best_x, best_v
+
+
+def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000, low=0.5, high=4.0,
+                            adversarial_starts=3, what="product"):
+    """Check ``log inflation ≤ bound_log`` by random draws and an adversarial search (Chapter 4).
+
+    ``what="product"``: the inflation of a product of the ``3(L−1)`` spectral radii of
+    ``α⁽⁰⁾`` (the lemma's key step, tight as every radius approaches a shell top from above);
+    ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself (:func:`log_alpha_inflation`, tight softmax constant).
+    Radii are drawn log-uniformly in ``[low, high]``. ``ratio`` defaults to ``1 + 1/L``; ``bound_log``
+    defaults to ``3(L−1)·log ρ``. Returns a :class:`Falsification` whose ratios
+    are ``log inflation / bound_log`` (random draws; ``adversarial``: the coordinate-ascent optimum —
+    a saw-tooth objective defeats Nelder–Mead, so the search is specialised).
+    """
+    L = check_scalar(L, "L (number of layers)", int, min_val=1)
+    if L < 2:
+        raise ValueError("L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1")
+    rho = (geometric_ratio(L) if ratio is None
+           else check_scalar(ratio, _RATIO, float, min_val=1.0, include_boundaries="neither"))
+    k = 3 * (L - 1)
+    bound_log = k * math.log(rho) if bound_log is None else float(bound_log)
+    if not bound_log > 0:
+        raise ValueError(f"bound_log must be positive, got {bound_log!r}")
+    if not (0 < low < high < math.inf):
+        raise ValueError(f"need 0 < low < high, got low={low!r}, high={high!r}")
+
+    def objective(x):
+        x = np.atleast_2d(x)
+        if what == "product":
+            return np.sum(np.log(shell_top(x[:, 3:], rho)) - np.log(x[:, 3:]), axis=1)
+        return log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], rho)
+
+    if what not in ("product", "alpha"):
+        raise ValueError(f"what must be 'product' or 'alpha', got {what!r}")
+    draws = np.exp(rng.uniform(math.log(low), math.log(high), (int(trials), 3 * L)))
+    vals = objective(draws)
+    adv = np.zeros(0)
+    if adversarial_starts:
+        _, v = _sawtooth_adversary(objective, low, high, 3 * L, rng, int(adversarial_starts))
+        adv = np.array([v])
+    name = f"shells rho={rho:.4g}: {what} of {k} radii"
+    return Falsification(name, vals / bound_log, adv / bound_log)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-max(min(x, 700.0), -700.0)))  # clipped: exp(±700) stays finite
+
+
+def rounding_ratio(x, weaken=1.0):
+    """``(log T(p') − log T(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
+
+    ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
+    ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,
+    so an optimiser can search freely (Chapter 4, ``ch04-lem-rounding``). 0 where the bound is 0.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    p = 2.0 * _sigmoid(x[0])
+    q = p + (2.0 - p) * _sigmoid(x[1])
+    logK = float(np.clip(x[2], -50, 50))
+    N = int(max(1, round(math.exp(min(x[3], 12.0)))))
+    s = np.sort(np.exp(np.clip(x[4:], -30, 30)))[::-1]
+    if not (p > 0 and q > p):
+        return 0.0
+    lS, lSq = math.log(schatten_power(s, p)), math.log(schatten_power(s, q))
+    diff = log_term(lSq, q, logK, N) - log_term(lS, p, logK, N)
+    bound = float(rounding_cost_bound(q - p, p, s[0], lS, logK, N)) / weaken
+    return diff / bound if bound > 0 else 0.0
+
+
+def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
+    """Random draws and a Nelder–Mead search for a violation of the rounding lemma (Chapter 4).
+
+    ``weaken > 1`` checks the bound divided by ``weaken`` (a power check: it must be violated).
+    Uses :func:`falsify`.
+    """
+    def sample(r):
+        return np.r_[r.normal(-1, 3), r.normal(0, 3), r.uniform(-10, 40), r.uniform(0, 7), r.uniform(-6, 3, k)]
+
+    return falsify(f"rounding lemma (bound / {weaken:g})", lambda x: rounding_ratio(x, weaken), sample, rng,
+                   trials=trials, restarts=restarts)

@@ -1,0 +1,276 @@
+"""The falsification harness and the checks of Chapters 1–4 (bounds_lib.checks).
+
+Every harness result is checked twice: against the proved bound (no violation) and against a
+weakened one (a violation must be found) — a harness that cannot find the second is useless.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from bounds_lib import checks as C
+from bounds_lib import norms
+from bounds_lib.checks import (VIOLATION_TOL, Falsification, adversarial_search, falsify, falsify_rounding,
+                               falsify_shell_inflation, power_check, rounding_ratio)
+from bounds_lib.peeling import geometric_ratio, log_alpha_inflation, log_term, rounding_cost_bound, shell_top
+
+
+def test_falsification_counts_and_worst():
+    f = Falsification("x", np.array([0.5, 1.0, 1.0 + 2 * VIOLATION_TOL]), np.array([0.9, 1.2]))
+    assert f.trials == 3 and f.violations == 2 and f.worst_ratio == 1.2
+    assert f.worst_random == 1.0 + 2 * VIOLATION_TOL and f.worst_adversarial == 1.2
+    g = Falsification("y", np.array([1.0 + VIOLATION_TOL / 2]))
+    assert g.violations == 0 and math.isnan(g.worst_adversarial)
+
+
+def test_adversarial_search_finds_the_maximum():
+    best, x = adversarial_search(lambda x: 1.0 - float(np.sum((x - 0.3) ** 2)), np.zeros((2, 3)))
+    assert best.shape == (2,) and np.all(best > 1 - 1e-8) and np.allclose(x, 0.3, atol=1e-4)
+    best, _ = adversarial_search(lambda x: np.cos(x[0]), np.array([[0.5]]), method="Powell")
+    assert abs(best[0] - 1.0) < 1e-8
+    # a raising or NaN ratio counts as 0, not as a crash
+    best, _ = adversarial_search(lambda x: float("nan"), np.zeros((1, 2)))
+    assert best[0] == 0.0
+    with pytest.raises(ValueError, match="method"):
+        adversarial_search(lambda x: 0.0, np.zeros((1, 1)), method="BFGS")
+    with pytest.raises(ValueError, match="starts"):
+        adversarial_search(lambda x: 0.0, np.zeros((0, 1)))
+
+
+def test_falsify_and_power_check():
+    # |sin x| ≤ |x|: tight near 0, so dividing the bound by 1.1 must be caught
+    def run(w):
+        return falsify("sin", lambda x: w * abs(np.sin(x[0])) / max(abs(x[0]), 1e-300),
+                       lambda r: r.uniform(-3, 3, 1), np.random.default_rng(0), trials=50, restarts=2)
+    proved, weak = power_check(run, 1.1)
+    assert proved.violations == 0 and proved.worst_ratio > 0.999 and weak.violations > 0
+    with pytest.raises(AssertionError, match="no power"):
+        power_check(lambda w: run(1.0), 1.1)
+    with pytest.raises(AssertionError, match="violated"):
+        power_check(lambda w: run(1.2), 1.1)
+    with pytest.raises(ValueError):
+        falsify("x", lambda x: 0.0, lambda r: r.uniform(size=1), np.random.default_rng(0), trials=0)
+
+
+# ---------------------------------------------------------------- split lemmas: random, non-degenerate, optimiser
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_split_random_and_nondegenerate():
+    rng = np.random.default_rng(3)
+    full = C.falsify_split(rng, trials=1000)
+    nd = C.falsify_split(rng, trials=1000, nondegenerate=True)
+    assert all(f.violations == 0 for f in full + nd)
+    assert full[0].worst_ratio == 1.0  # rank bound attained (p = 0)
+    assert all(f.worst_ratio < 1 for f in nd[1:])  # with τ < σ₁ the tail bounds are not attained
+    weak = C.falsify_split(rng, trials=1000, weaken=1.1)
+    assert all(f.violations > 0 for f in weak)
+
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_split_optimiser_power():
+    proved = C.adversarial_split(np.random.default_rng(5), trials=60, restarts=2)
+    weak = C.adversarial_split(np.random.default_rng(5), trials=60, restarts=2, weaken=1.1)
+    assert all(f.violations == 0 for f in proved)
+    # τ < σ₁ with k = 12: sup of the tail ratios is √(11/12) ≈ 0.957 > 1/1.1
+    assert proved[1].worst_adversarial > 0.95 and all(f.violations > 0 for f in weak)
+
+
+# ---------------------------------------------------------------- Chapter 3: optimisers
+
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_layer_lipschitz_optimiser_has_power():
+    kw = dict(tokens=(3,), qs=(1.0,), trials=60, restarts=2, maxiter=1500)
+    ok = C.adversarial_layer_lipschitz(np.random.default_rng(0), **kw)
+    wrong_c = C.adversarial_layer_lipschitz(np.random.default_rng(0), softmax_const=0.25, **kw)
+    assert ok.violations == 0 and ok.worst_adversarial > ok.worst_random
+    assert wrong_c.violations > 0 and wrong_c.worst_random < 1  # random draws alone miss the wrong constant
+    assert C.adversarial_layer_lipschitz(np.random.default_rng(0), weaken=1.1 / ok.worst_adversarial, **kw).violations
+
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_parameter_perturbation_optimiser_has_power():
+    kw = dict(depths=(1,), trials=40, restarts=1, maxiter=2500)  # seed 2: reaches 0.98 of the bound
+    ok = C.adversarial_parameter_perturbation(np.random.default_rng(2), **kw)
+    qk = C.adversarial_parameter_perturbation(np.random.default_rng(2), perturb=("QK",), **kw)
+    wrong_c = C.adversarial_parameter_perturbation(np.random.default_rng(2), softmax_const=0.25, perturb=("QK",), **kw)
+    weak = C.adversarial_parameter_perturbation(np.random.default_rng(2), weaken=1.1, **kw)
+    assert ok.violations == 0 and ok.worst_adversarial > 0.9
+    assert wrong_c.violations > 0 and weak.violations > 0
+    # perturbing W_QK alone, γ^QK = c·C_V·L_φ·C_M with c = 1 is attained: the optimiser reaches ratio 1
+    assert qk.violations == 0 and qk.worst_adversarial > 1 - 1e-4 and wrong_c.worst_adversarial > 3.9
+
+
+# ---------------------------------------------------------------- Chapter 1: norm inequalities
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_norm_inequalities_power():
+    ok = C.falsify_norm_inequalities(np.random.default_rng(0), trials=300, restarts=1)
+    weak = C.falsify_norm_inequalities(np.random.default_rng(0), trials=300, restarts=1, weaken=1.1)
+    assert len(ok) == len(norms.NORM_INEQUALITIES) and all(f.violations == 0 for f in ok)
+    assert all(f.violations > 0 for f in weak)
+    assert min(f.worst_ratio for f in ok) > 0.99  # every inequality attained or nearly attained
+
+
+def test_norm_inequality_closed_forms():
+    # rank-one matrix attains ‖W‖₂ = ‖W‖_F; all-ones attains both √ factors
+    r = C.norm_inequality_ratios(np.outer([1.0, 2.0], [3.0, 4.0, 5.0]))
+    assert np.isclose(r["‖W‖₂ ≤ ‖W‖_F"], 1) and np.isclose(r["‖W‖_F ≤ √rank ‖W‖₂"], 1)
+    J = C.norm_inequality_ratios(np.ones((3, 4)))
+    assert np.isclose(J["‖W‖_{2,1} ≤ √m ‖W‖_F"], 1) and np.isclose(J["‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}"], 1)
+    assert set(C.norm_inequality_ratios(np.zeros((2, 2))).values()) == {0.0}
+    d = C.norm_inequality_ratios(np.diag([4.0, 1.0]), weaken=2.0)
+    assert np.isclose(d["‖W‖₂ ≤ ‖W‖_F"], 2 * 4 / np.sqrt(17)) and np.isclose(d["‖W‖_F ≤ ‖W‖_*"], 2 * np.sqrt(17) / 5)
+    assert np.isclose(d["‖W‖_F ≤ √rank ‖W‖₂"], 2 * np.sqrt(17) / (np.sqrt(2) * 4))
+    assert np.isclose(d["‖W‖_* ≤ √rank ‖W‖_F"], 2 * 5 / (np.sqrt(2) * np.sqrt(17)))
+    assert np.isclose(d["‖W‖_F ≤ ‖W‖_{2,1}"], 2 * np.sqrt(17) / 5) and np.isclose(d["‖W‖_{2,1} ≤ ‖W‖_{1,1}"], 2.0)
+    assert np.isclose(d["‖W‖_{2,1} ≤ √m ‖W‖_F"], 2 * 5 / (np.sqrt(2) * np.sqrt(17)))
+    assert np.isclose(d["‖W‖_{1,1} ≤ √ℓ ‖W‖_{2,1}"], 2 / np.sqrt(2)) and np.isclose(d["‖W‖_{2→∞} ≤ ‖W‖₂"], 2.0)
+    assert np.isclose(d["S_p ≤ rank·σ₁ᵖ (p=1/2)"], 2 * 3 / 4) and np.isclose(d["σ₁ᵖ ≤ S_p (p=1/2)"], 2 * 2 / 3)
+
+
+@pytest.mark.slow  # optimiser runs; left out of `make mutation` bound-only runs
+def test_composition_power():
+    kw = dict(depths=(1,), acts=("identity",), trials=30, restarts=1, maxiter=2000)
+    ok = C.falsify_composition(np.random.default_rng(0), **kw)
+    weak = C.falsify_composition(np.random.default_rng(0), weaken=1.1, **kw)
+    assert ok.violations == 0 and ok.worst_adversarial > 0.95 and weak.violations > 0
+
+
+# ---------------------------------------------------------------- Chapter 4: rounding lemma and shells
+
+def test_shell_falsification_has_power():
+    rng = np.random.default_rng(2)
+    tight = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1)
+    assert tight.violations == 0 and tight.worst_ratio > 0.99      # the adversary reaches the supremum
+    weak = falsify_shell_inflation(rng, L=6, trials=2000, adversarial_starts=1,
+                                   bound_log=3 * 5 * np.log(geometric_ratio(6)) - np.log(1.1))
+    assert weak.violations >= 1                                    # power: bound / 1.1 is violated
+    assert weak.worst_random <= 1                                  # ... which random draws alone miss
+    dyadic = falsify_shell_inflation(rng, L=6, ratio=2.0, bound_log=3.0, what="alpha", trials=2000,
+                                     adversarial_starts=1)
+    assert dyadic.violations >= 1                                  # dyadic shells break the e³ claim
+    geo = falsify_shell_inflation(rng, L=6, bound_log=3.0, what="alpha", trials=2000, adversarial_starts=1)
+    assert geo.violations == 0
+
+
+def test_rounding_lemma_falsification_has_power():
+    rng = np.random.default_rng(4)
+    proved = falsify_rounding(rng, trials=200, restarts=3)
+    assert proved.violations == 0 and proved.worst_adversarial > 0.95   # near-tight, found by the optimiser
+    weak = falsify_rounding(rng, trials=200, restarts=3, weaken=1.1)
+    assert weak.violations > 0
+    # the tight configuration of the proof: p → 0, δ → 0, one singular value e^2, log K = 3, N = 1
+    assert rounding_ratio(np.array([-12.0, -12.0, 3.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_shell_inflation_defaults_and_validation():
+    rng = np.random.default_rng(5)
+    r = falsify_shell_inflation(rng, L=2, adversarial_starts=0)
+    assert r.trials == 10_000 and r.adversarial.size == 0
+    assert r.name == "shells rho=1.5: product of 3 radii"
+    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(5).random((10_000, 6)))
+    # the draws are log-uniform in [0.5, 4]: the product ratios are those of the layer-1 radii
+    top = shell_top(x[:, 3:], 1.5)
+    np.testing.assert_allclose(r.ratios, np.sum(np.log(top / x[:, 3:]), axis=1) / (3 * math.log(1.5)))
+    a = falsify_shell_inflation(np.random.default_rng(6), L=3, what="alpha", trials=50, adversarial_starts=1)
+    assert a.name.endswith("alpha of 6 radii") and a.adversarial.size == 1
+    for bad in [dict(L=1), dict(L=2, bound_log=0.0), dict(L=2, low=2.0, high=1.0), dict(L=2, what="beta"),
+                dict(L=2, ratio=1.0)]:
+        with pytest.raises(ValueError):
+            falsify_shell_inflation(rng, trials=5, adversarial_starts=0, **bad)
+    with pytest.raises(ValueError, match="L must be >= 2"):
+        falsify_shell_inflation(rng, L=1, trials=5)
+    with pytest.raises(ValueError, match="what must be 'product' or 'alpha', got 'beta'"):
+        falsify_shell_inflation(rng, L=2, what="beta", trials=5)
+    with pytest.raises(ValueError, match="need 0 < low < high"):
+        falsify_shell_inflation(rng, L=2, low=2.0, high=1.0, trials=5)
+    with pytest.raises(ValueError, match="bound_log must be positive"):
+        falsify_shell_inflation(rng, L=2, bound_log=-1.0, trials=5)
+
+
+def test_rounding_ratio_closed_forms():
+    # x = (0, 0, log K, log N, log σ...): p = 1, p' = 1.5
+    x = np.array([0.0, 0.0, 2.0, math.log(3.0), 1.0, -0.5, 0.3])
+    s = np.sort(np.exp([1.0, -0.5, 0.3]))[::-1]
+    lS, lSq = math.log(np.sum(s**1.0)), math.log(np.sum(s**1.5))
+    diff = log_term(lSq, 1.5, 2.0, 3) - log_term(lS, 1.0, 2.0, 3)
+    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(0.5, 1.0, s[0], lS, 2.0, 3), rel=1e-12)
+    assert rounding_ratio(x, weaken=2.0) == pytest.approx(2 * rounding_ratio(x), rel=1e-12)
+    # clipping: log K to [-50, 50], log N to 12, log σ to [-30, 30]
+    big = np.array([0.0, 0.0, 100.0, 20.0, 40.0, -40.0])
+    s2 = np.array([math.exp(30.0), math.exp(-30.0)])
+    N2 = int(round(math.exp(12.0)))
+    lS2, lSq2 = math.log(np.sum(s2)), math.log(np.sum(s2**1.5))
+    d2 = log_term(lSq2, 1.5, 50.0, N2) - log_term(lS2, 1.0, 50.0, N2)
+    assert rounding_ratio(big) == pytest.approx(d2 / rounding_cost_bound(0.5, 1.0, s2[0], lS2, 50.0, N2), rel=1e-9)
+    neg = np.array([0.0, 0.0, -100.0, -5.0, 0.5])             # log K → -50, N → 1
+    s3 = math.exp(0.5)
+    d3 = log_term(1.5 * 0.5, 1.5, -50.0, 1) - log_term(0.5, 1.0, -50.0, 1)
+    assert rounding_ratio(neg) == pytest.approx(d3 / rounding_cost_bound(0.5, 1.0, s3, 0.5, -50.0, 1), rel=1e-12)
+    assert rounding_ratio(np.zeros(5)) == 0.0                  # σ = 1, log K = 0, N = 1: bound 0, ratio 0
+    assert rounding_ratio(np.array([0.0, -800.0, 0.0, 0.0, 0.5])) == 0.0   # p' = p in floating point
+    r = falsify_rounding(np.random.default_rng(7), trials=20, restarts=0)
+    assert r.trials == 20 and r.adversarial.size == 0 and r.name == "rounding lemma (bound / 1)"
+    assert falsify_rounding(np.random.default_rng(7), restarts=0).trials == 2000
+
+
+def test_alpha_objective_uses_each_kind_of_radius():
+    rng = np.random.default_rng(8)
+    r = falsify_shell_inflation(rng, L=3, ratio=2.0, bound_log=1.0, what="alpha", trials=200, adversarial_starts=0)
+    x = np.exp(np.log(0.5) + (np.log(4.0) - np.log(0.5)) * np.random.default_rng(8).random((200, 9)))
+    want = log_alpha_inflation(x[:, 0::3], x[:, 1::3], x[:, 2::3], 2.0)
+    np.testing.assert_allclose(r.ratios, want)
+    assert falsify_shell_inflation(rng, L=2, bound_log=0.5, trials=5, adversarial_starts=0).trials == 5
+    assert falsify_shell_inflation(rng, trials=5, adversarial_starts=0).name.endswith("of 33 radii")  # L = 12
+
+
+def test_rounding_ratio_reads_p_and_p_prime_from_their_coordinates():
+    x = np.array([1.0, -1.0, 2.0, math.log(3.0), 1.0, -0.5])
+    p = 2.0 / (1.0 + math.exp(-1.0))
+    q = p + (2.0 - p) / (1.0 + math.exp(1.0))
+    s = np.exp([1.0, -0.5])
+    lS, lSq = math.log(np.sum(s**p)), math.log(np.sum(s**q))
+    diff = log_term(lSq, q, 2.0, 3) - log_term(lS, p, 2.0, 3)
+    assert rounding_ratio(x) == pytest.approx(diff / rounding_cost_bound(q - p, p, s[0], lS, 2.0, 3), rel=1e-12)
+
+
+def test_shell_inflation_messages():
+    with pytest.raises(ValueError, match=r"^L \(number of layers\) == 0, must be >= 1$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=0, trials=5)
+    with pytest.raises(ValueError, match=r"^L must be >= 2: α⁽⁰⁾ is a product over layers 1..L-1$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=1, trials=5)
+    with pytest.raises(ValueError, match=r"^need 0 < low < high, got low=0.0, high=4.0$"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, low=0.0, trials=5)
+    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, low=1.0, high=1.0, trials=5)
+    with pytest.raises(ValueError, match=r"^need 0 < low < high"):
+        falsify_shell_inflation(np.random.default_rng(0), L=2, high=math.inf, trials=5)
+
+
+# ---------------------------------------------------------------- old import paths (one release)
+
+@pytest.mark.parametrize("module, name", [
+    ("norms", "falsify_norm_inequalities"), ("norms", "norm_inequality_ratios"),
+    ("interpolation", "falsify_split"), ("interpolation", "adversarial_split"), ("interpolation", "Falsification"),
+    ("propagation", "falsify_softmax"), ("propagation", "adversarial_layer_lipschitz"),
+    ("propagation", "falsify_composition"), ("peeling", "falsify_rounding"), ("peeling", "rounding_ratio"),
+    ("peeling", "falsify_shell_inflation"),
+])
+def test_old_paths_resolve_to_checks_with_a_deprecation_warning(module, name):
+    import importlib
+
+    mod = importlib.import_module(f"bounds_lib.{module}")
+    with pytest.warns(DeprecationWarning, match=rf"bounds_lib\.{module}\.{name} moved to bounds_lib\.checks\.{name}"):
+        obj = getattr(mod, name)
+    assert obj is getattr(C, name)
+    assert name not in mod.__all__   # the bound modules export only their mathematics
+
+
+def test_old_falsification_module_and_unknown_names():
+    from bounds_lib import falsification, peeling
+
+    assert falsification.Falsification is Falsification and falsification.falsify is falsify
+    assert falsification.power_check is power_check and falsification.VIOLATION_TOL == VIOLATION_TOL
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_check'"):
+        peeling.no_such_check
