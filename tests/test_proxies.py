@@ -12,13 +12,10 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tiny_checkpoints import read_state_dict  # noqa: E402
+from tiny_checkpoints import read_state_dict, synthetic_spectra  # noqa: E402
 
-from bounds_lib.checkpoints import ArchitectureSpec  # noqa: E402
 from bounds_lib.scoring import ScoringOptions, score  # noqa: E402
 from bounds_lib.spectra import (  # noqa: E402
-    MatrixSpectrum,
-    ModelSpectra,
     SpectraCache,
     compute_spectra,
     head_product_spectra,
@@ -215,23 +212,8 @@ def test_logit_scale_rescoring(tiny_bert):
         score(sp, logit_scale=True)
 
 
-def _synthetic(L, H=2, N=8, d=4, sigma1=10.0):
-    arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
-    mats = []
-    for l in range(L):
-        for matrix_type in ("QK", "V"):
-            for h in range(H):
-                s = np.zeros(N)
-                s[:d] = sigma1 * np.array([1.0, 0.5, 0.25, 0.125])
-                mats.append(MatrixSpectrum(l, h, matrix_type, (N, N), s, 3.0 * sigma1, 9.0 * sigma1))
-        for matrix_type, shape in (("M_in", (N, 4 * N)), ("M_out", (4 * N, N))):
-            s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
-            mats.append(MatrixSpectrum(l, -1, matrix_type, shape, s, 5.0 * sigma1, 20.0 * sigma1))
-    return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
-
-
 def test_deep_models_stay_in_log_space():
-    rep = score(_synthetic(80))
+    rep = score(synthetic_spectra(80))
     summ = rep.summary()
     assert summ["B_edelman"]["value"] is None and np.isfinite(summ["B_edelman"]["log10"])
     assert summ["B_edelman"]["log10"] > 308  # beyond float range
