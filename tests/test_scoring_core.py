@@ -84,7 +84,7 @@ def test_single_and_multi_head_paths_agree_on_a_one_head_model(tmp_path, rng):
     has the same ``α``, the same ``T*`` and ``p*`` per matrix, and the same ``B_Edelman`` summands apart
     from the multi-head form's extra ``(C(M_out)‖M_in‖_{2,1})^{2/3}`` term."""
     pytest.importorskip("safetensors")
-    from bounds_lib.experiments import save_model
+    from bounds_lib.results import save_model
 
     model = random_transformer(3, 6, rng, spectral_norm=0.8)
     save_model(model, tmp_path / "ck")
