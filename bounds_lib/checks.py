@@ -686,7 +686,7 @@ def _sigmoid(x):
 
 
 def rounding_ratio(x, weaken=1.0):
-    """``(log T(p') − log T(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
+    """``(log 𝒯(p') − log 𝒯(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
 
     ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
     ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,

@@ -3,8 +3,8 @@
 Symbols: depth ``L``, hidden size ``N``, per-matrix spectral bound ``C`` (so ``α ≍ C^L`` and
 ``K = γαL ≍ C^L·L``), Frobenius bound ``C_F``, rank ``r``, Schatten index ``p``.
 
-* This bound, per matrix (released ``T(W;p)``, Chapter 4 ``ch04-eq-term``):
-  ``T = S_p^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``, aggregated over ``≍ L`` matrices either by a
+* This bound, per matrix (released ``𝒯(W;p)``, Chapter 4 ``ch04-eq-term``):
+  ``𝒯 = S_p^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``, aggregated over ``≍ L`` matrices either by a
   sum (released ``B_ours``) or a root-sum-square (the paper's examples table).
 * Regimes: Frobenius (``p = 2``, ``S_2 ≤ C_F²``), rank ≤ r (``p = 0``,
   ``S_0 = r``), spectral only (``p = 0``, ``S_0 = N``).
@@ -50,7 +50,13 @@ def entropy_terms(l_=l, m_=m, p_=p):
 
 
 def balanced_tau(l_=l, m_=m, p_=p):
-    """Solve ``entropy_low_rank = entropy_frobenius`` for τ (SymPy)."""
+    """Solve ``entropy_low_rank = entropy_frobenius`` for ``τ`` (SymPy; Chapter 2, eq. ``ch02-eq-tau``).
+
+    Examples
+    --------
+    >>> balanced_tau()
+    (C_s*epsilon**2*(ell + m)/(ell*m))**(1/(p + 2))
+    """
     a, b = entropy_terms(l_, m_, p_)
     sols = sp.solve(sp.Eq(sp.log(a), sp.log(b)), tau)
     if len(sols) != 1:
@@ -71,19 +77,41 @@ def dudley_integral(p_=p):
 
 
 def term_from_covering(p_=p):
-    """``√(log 𝒩(ε/K))`` with ``ℓ = m = N``, stripped of its ``ε^{−p/(p+2)}`` factor."""
+    """``√(log 𝒩(ε/K))`` for a square ``W ∈ ℝ^{N×N}``, stripped of its ``ε^{−p/(p+2)}`` factor."""
     cov = balanced_log_covering(N, N, p_).subs(eps, eps / K)
     return sp.powsimp(sp.simplify(sp.sqrt(cov) * eps ** (p_ / (p_ + 2))), force=True)
 
 
 def released_term(S=C_s, K_=K, p_=p):
-    """Released per-matrix term ``T(W;p) = S^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}``."""
+    """The released per-matrix term ``𝒯(W;p) = S^{1/(p+2)} K^{p/(p+2)} N^{(p+1)/(p+2)}`` (Chapter 4, ``ch04-eq-term``).
+
+    Parameters
+    ----------
+    S : sympy.Expr
+        The Schatten quantity ``S_p(W)`` (default: the budget ``C_s``).
+    K_ : sympy.Expr
+        The effective scale ``K``.
+    p_ : sympy.Expr or number
+        The Schatten index.
+
+    Returns
+    -------
+    sympy.Expr
+        ``𝒯``.
+
+    Examples
+    --------
+    >>> released_term()
+    C_s**(1/(p + 2))*K**(p/(p + 2))*N**((p + 1)/(p + 2))
+    >>> released_term(SYMBOLS["r"], SYMBOLS["K"], 0)   # p = 0: √(rank · N)
+    sqrt(N)*sqrt(r)
+    """
     p_ = sp.sympify(p_)
     return S ** (1 / (p_ + 2)) * K_ ** (p_ / (p_ + 2)) * N ** ((p_ + 1) / (p_ + 2))
 
 
 def regime_term(regime):
-    """``T`` of one matrix in a regime, with ``K = C^L·L``.
+    """``𝒯`` of one matrix in a regime, with ``K = C^L·L``.
 
     Frobenius: ``p = 2``, ``S_2 = ‖W‖_F² ≤ C_F²`` (so ``S_2^{1/4} = √C_F`` as in the table);
     low rank: ``p = 0``, ``S_0 = r``; spectral only: ``p = 0``, ``S_0 = N`` (rank ≤ N).
@@ -105,11 +133,11 @@ def log_K_factor():
 
 
 def regime_log_slope(regime):
-    """``(p+2)² · d/dp log T(p)`` in a regime where ``S_p`` is bounded for every ``p`` (Chapter 5).
+    """``(p+2)² · d/dp log 𝒯(p)`` in a regime where ``S_p`` is bounded for every ``p`` (Chapter 5).
 
     Rank ``≤ r`` and ``‖W‖₂ ≤ C`` give ``S_p ≤ r C^p``; spectral only gives ``S_p ≤ N C^p``; with
-    ``K = C^L L``, ``log T = (log S + p log K + (p+1) log N)/(p+2)`` has
-    ``(p+2)² d log T/dp = 2 log(CK) + log N − log S_0``, independent of ``p`` and ``≥ 0`` when
+    ``K = C^L L``, ``log 𝒯 = (log S + p log K + (p+1) log N)/(p+2)`` has
+    ``(p+2)² d log 𝒯/dp = 2 log(CK) + log N − log S_0``, independent of ``p`` and ``≥ 0`` when
     ``C ≥ 1`` and ``S_0 ≤ N``: the infimum over ``p ∈ [0, 2]`` is at ``p = 0``.
     """
     if regime == "low_rank":
@@ -123,10 +151,34 @@ def regime_log_slope(regime):
 
 
 def ours_order(regime, aggregation, log_factor=False):
-    """Order of this bound over ``L`` layers: ``L·T`` (sum) or ``√L·T`` (root-sum-square).
+    """Order of this bound over ``L`` layers: ``L·𝒯`` (sum) or ``√L·𝒯`` (root-sum-square) (Chapter 5).
 
     ``log_factor=True`` multiplies by :func:`log_K_factor` (the corrected theorem of Chapter 5; the
     common ``√log(nT)`` is left out of every column, as in the paper's table).
+
+    Parameters
+    ----------
+    regime : {"frobenius", "low_rank", "spectral"}
+        The regime of :func:`regime_term`.
+    aggregation : {"sum", "rss"}
+        How the per-matrix terms are aggregated.
+    log_factor : bool
+        Include the corrected theorem's ``√log K``.
+
+    Returns
+    -------
+    sympy.Expr
+        The leading order.
+
+    Raises
+    ------
+    ValueError
+        An unknown regime or aggregation.
+
+    Examples
+    --------
+    >>> ours_order("low_rank", "rss")   # the examples table's √(rLN)
+    sqrt(L)*sqrt(N)*sqrt(r)
     """
     T = regime_term(regime)
     if aggregation == "sum":

@@ -156,7 +156,7 @@ def log_term(log_S, p, log_K, N):
 
 @dataclass(frozen=True)
 class PosthocChoice:
-    """Result of the post hoc choice for one matrix: the grid, ``log T`` on it, ``p*`` and ``log T*``."""
+    """Result of the post hoc choice for one matrix: the grid, ``log 𝒯`` on it, ``p*`` and ``log 𝒯*``."""
 
     grid: np.ndarray
     log_T: np.ndarray
@@ -308,7 +308,7 @@ def round_up_to_grid(p, m):
 
 
 def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
-    """Upper bound on ``log T(p+δ) − log T(p)`` for ``0 < p``, ``p + δ ≤ 2`` (Chapter 4, ``ch04-lem-rounding``):
+    """Upper bound on ``log 𝒯(p+δ) − log 𝒯(p)`` for ``0 < p``, ``p + δ ≤ 2`` (Chapter 4, ``ch04-lem-rounding``):
 
     ``δ · [ log⁺(σ₁)/2 + log⁻(S_p)/4 + |2 log K + log N|/4 ]`` with ``log⁺ = max(log, 0)``,
     ``log⁻ = max(−log, 0)``. With ``δ ≤ 1/m`` and ``m ≥ L + ln N`` this is O(1) when log K = O(L).

@@ -192,7 +192,7 @@ def log_gamma(C_M, C_V, C_QK, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED
     Returns
     -------
     dict of str to float or numpy.ndarray
-        ``log γ`` per matrix kind.
+        ``log γ`` per matrix type.
 
     Raises
     ------

@@ -173,7 +173,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
 
     C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros(L), "M_out": np.zeros(L)}
     for m in mats:
-        C[m.kind][(m.layer, m.head) if m.head >= 0 else m.layer] = m.sigma1
+        C[m.matrix_type][(m.layer, m.head) if m.head >= 0 else m.layer] = m.sigma1
     top = {k: shell_top(np.maximum(v, TINY), rho) for k, v in C.items()}
     log_Lam = log_layer_lipschitz_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
                                             softmax_const=SOFTMAX_LINF_L1_TIGHT)
@@ -188,7 +188,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
     Lambda = math.log(9.0 * n * T * N) + max(math.log(2.0 * B_w * J), 0.0)   # readout piece
     for m in mats:
         idx = (m.layer, m.head) if m.head >= 0 else m.layer
-        lK = float(log_K[m.kind][idx])
+        lK = float(log_K[m.matrix_type][idx])
         rows, cols = m.shape
         sig = m.sigma[m.sigma > 0]
         S = np.array([float(np.sum(sig ** g)) if g > 0 else float(max(m.rank, 1)) for g in grid])

@@ -108,3 +108,104 @@ def test_as_real_array_torch():
     assert as_real_array(t, "W").dtype == np.float32
     with pytest.raises(ValueError, match="integer|floating point"):
         as_real_array(np.ones(2, dtype=np.int32), "W", allow_integer=False)
+
+
+# ---- exact messages, defaults and boundaries (kill the mutants of `make mutation MODULES=validation`) ----
+
+def test_type_error_messages_name_the_type_and_the_value():
+    for call, msg in [
+        (lambda: check_scalar(3.0, "L", int), "L must be an integer, got float 3.0"),
+        (lambda: check_scalar(True, "L", int), "L must be an integer, got bool True"),
+        (lambda: check_scalar(np.True_, "eps", float), "eps must be a real number, got bool np.True_"),
+        (lambda: check_scalar("0.5", "eps", float), "eps must be a real number, got str '0.5'"),
+        (lambda: check_bool(1, "flag"), "flag must be True or False, got int 1"),
+        (lambda: check_array(True, "s"), "s must be numeric, got bool True"),
+        (lambda: check_array(np.array([True]), "s"), "s must be numeric, got a boolean array"),
+    ]:
+        with pytest.raises(TypeError) as err:
+            call()
+        assert str(err.value) == msg
+
+
+def test_value_error_messages_say_which_side_of_the_boundary():
+    for call, msg in [
+        (lambda: check_scalar(0, "L", int, min_val=1), "L == 0, must be >= 1"),
+        (lambda: check_scalar(0.0, "d", float, min_val=0, include_boundaries="neither"), "d == 0.0, must be > 0"),
+        (lambda: check_scalar(0.0, "d", float, min_val=0, include_boundaries="right"), "d == 0.0, must be > 0"),
+        (lambda: check_scalar(1.5, "q", float, max_val=1), "q == 1.5, must be <= 1"),
+        (lambda: check_scalar(1.0, "q", float, max_val=1, include_boundaries="left"), "q == 1.0, must be < 1"),
+        (lambda: check_array([np.nan], "s"), "s contains NaN"),
+        (lambda: check_array([-1.0], "s", min_val=0), "s contains -1.0, must be >= 0"),
+        (lambda: check_array([0.0], "s", min_val=0, include_boundaries="right"), "s contains 0.0, must be > 0"),
+        (lambda: check_array([2.0], "s", max_val=2, include_boundaries="neither"), "s contains 2.0, must be < 2"),
+        (lambda: check_array([], "s", allow_empty=False), "s is empty"),
+        (lambda: check_array([1.0], "s", include_boundaries="open"),
+         "include_boundaries must be one of ('both', 'left', 'right', 'neither'), got 'open'"),
+        (lambda: check_array("abc", "weights"), "weights must be a numeric array, got dtype <U3"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == msg
+
+
+def test_check_array_boundaries_and_defaults():
+    # the boundaries themselves: accepted on the included side only
+    for inc, lo_ok, hi_ok in [("both", True, True), ("left", True, False), ("right", False, True),
+                              ("neither", False, False)]:
+        for v, ok in ((0.0, lo_ok), (1.0, hi_ok)):
+            if ok:
+                assert check_array([v], "s", min_val=0, max_val=1, include_boundaries=inc).tolist() == [v]
+            else:
+                with pytest.raises(ValueError):
+                    check_array([v], "s", min_val=0, max_val=1, include_boundaries=inc)
+    assert check_array([0.0, 1.0], "s", min_val=0, max_val=1).tolist() == [0.0, 1.0]
+    assert check_array([], "s").size == 0                     # empty arrays are allowed by default
+    assert check_array([1.0], "s", allow_empty=False).tolist() == [1.0]
+    a = np.array([1.0, 2.0])
+    assert check_array(a, "s") is a                           # float64 input is not copied
+    assert check_array(np.array([1.0], dtype=np.float32), "s").dtype == np.float64
+
+
+def test_as_real_array_messages_and_kinds():
+    for call, msg in [
+        (lambda: as_real_array([1j]), "array must be real; complex arrays (complex128) are not supported"),
+        (lambda: as_real_array(np.array([1j], dtype=np.complex64), "W"),
+         "W must be real; complex arrays (complex64) are not supported"),
+        (lambda: as_real_array(np.array([object()]), "W"), "W must be a numeric array, got dtype object"),
+        (lambda: as_real_array(np.array([1], dtype="timedelta64[s]"), "W"),
+         "W must be a numeric array, got dtype timedelta64[s]"),
+        (lambda: as_real_array(np.array(["2020-01-01"], dtype="datetime64[D]"), "W"),
+         "W must be a numeric array, got dtype datetime64[D]"),
+        (lambda: as_real_array([1, 2], "W", allow_integer=False),
+         "W has dtype int64; weights must be floating point (float16, bfloat16, float32 or float64)"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == msg
+    with pytest.raises(ValueError, match=r"^W cannot be converted to an array: "
+                                         r"setting an array element with a sequence\. "):
+        as_real_array([[1.0, 2.0], [3.0]], "W")
+    assert as_real_array([True], "W").dtype.kind == "b" and as_real_array([1], "W").dtype.kind == "i"
+
+
+def test_torch_detection_and_messages():
+    from bounds_lib.validation import is_torch_tensor
+
+    class NotTorch:   # has the attributes, is not a tensor
+        dtype = "float32"
+
+        def detach(self):
+            return self
+
+    assert not is_torch_tensor(NotTorch()) and not is_torch_tensor(np.ones(2))
+    torch = pytest.importorskip("torch")
+    assert is_torch_tensor(torch.ones(1))
+    for t, msg in [
+        (torch.zeros(2, dtype=torch.complex64), "W must be real; got a complex tensor (torch.complex64)"),
+        (torch.zeros(2, device="meta"),
+         "W cannot be copied to the CPU (device meta): Cannot copy out of meta tensor; no data!"),
+        (torch.zeros(2, dtype=torch.float8_e4m3fn), "W has dtype torch.float8_e4m3fn, which has no NumPy equivalent"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            as_real_array(t, "W")
+        assert str(err.value) == msg
