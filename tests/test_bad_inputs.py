@@ -31,7 +31,8 @@ from tiny_checkpoints import BERT_LAYER_ROLES, bert_encoder_weights, write_tiny_
 
 from bounds_lib.checkpoints import CheckpointError, open_checkpoint, read_safetensors_header
 from bounds_lib.cli import main
-from bounds_lib.proxies import MatrixSpectrum, SpectraCache, compute_spectra, score
+from bounds_lib.scoring import score
+from bounds_lib.spectra import MatrixSpectrum, SpectraCache, compute_spectra
 
 N, H, F, L = 8, 2, 12, 2
 SIZES = {"hidden": N, "heads": H, "intermediate": F, "layers": L}
@@ -589,7 +590,8 @@ def test_api_state_dict_needs_config_regression():
 @pytest.mark.parametrize("kw, fragment", [
     ({"mode": "bogus"}, "mode must be one of"),
     ({"dtype": "float16"}, "dtype must be float64 or float32"),
-    ({"layers": 0}, r"layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1"),
+    ({"n_layers": 0}, r"^n_layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1$"),
+    ({"layers": 0}, r"layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1"),  # the old name
     ({"jobs": -1}, r"jobs \(worker threads; 0: one per CPU core\) == -1, must be >= 0"),
     ({"download_timeout": -1, "model": "org/never-cached"}, "download_timeout must be a positive"),
 ])

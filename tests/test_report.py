@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 
 from bounds_lib import report as R  # noqa: E402
 from bounds_lib.peeling import posthoc_choice  # noqa: E402
-from bounds_lib.proxies import compute_spectra, score  # noqa: E402
+from bounds_lib.scoring import score  # noqa: E402
+from bounds_lib.spectra import compute_spectra  # noqa: E402
 from bounds_lib.style import (  # noqa: E402
     book_subplots,
     figure_png,
