@@ -32,7 +32,7 @@ def _zero_biases(model):
     return model
 
 
-# kind -> (transformers config class, model class, extraction family, config): tiny random models.
+# model -> (transformers config class, model class, extraction family, config): tiny random models.
 TINY = {
     "bert": ("BertConfig", "BertModel", "bert",
              dict(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40, vocab_size=30,
@@ -64,9 +64,9 @@ TINY = {
 BERT = dict(hidden=24, layers=2, heads=3, intermediate=40)
 
 
-def _tiny(kind):
-    """(model, family helper name) for a tiny random model of ``kind`` (seed 0)."""
-    config_class, model_class, family, config = TINY[kind]
+def _tiny(name):
+    """(model, family helper name) for the tiny random model ``name`` of :data:`TINY` (seed 0)."""
+    config_class, model_class, family, config = TINY[name]
     torch.manual_seed(0)
     return getattr(transformers, model_class)(getattr(transformers, config_class)(**config)), family
 
@@ -133,12 +133,12 @@ def _direct_heads(block, family, X, spec):
     return q, k, head_out, ffn_in, ffn_out
 
 
-@pytest.mark.parametrize("kind", list(TINY))
-def test_extraction_matches_direct_attention_logits(kind, tmp_path):
-    model, family = _tiny(kind)
+@pytest.mark.parametrize("name", list(TINY))
+def test_extraction_matches_direct_attention_logits(name, tmp_path):
+    model, family = _tiny(name)
     _zero_biases(model)
     model = model.double().eval()
-    shard = "1KB" if kind in ("bert", "llama-gqa") else None  # sharded checkpoints too
+    shard = "1KB" if name in ("bert", "llama-gqa") else None  # sharded checkpoints too
     model.save_pretrained(tmp_path, **({"max_shard_size": shard} if shard else {}))
     if shard:
         assert (tmp_path / "model.safetensors.index.json").is_file()
@@ -190,7 +190,7 @@ def test_bin_fallback(tmp_path):
     (tmp_path / "config.json").write_text(model.config.to_json_string())
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
     src = open_checkpoint(tmp_path)
-    assert src.kind == "pytorch-bin"
+    assert src.storage == "pytorch-bin"
     lw = next(iter_layers(src))
     np.testing.assert_array_equal(lw.M_in, model.transformer.layer[0].ffn.lin1.weight.detach().double().numpy().T)
 

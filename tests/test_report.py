@@ -38,7 +38,7 @@ def test_break_even_is_where_posthoc_choice_leaves_zero():
         sig = c.sigma[c.sigma > 0]
         before = posthoc_choice(sig, m.log_K - (s - 1e-6) * math.log(10), rep.N, rep.grid).p_star
         after = posthoc_choice(sig, m.log_K - (s + 1e-6) * math.log(10), rep.N, rep.grid).p_star
-        assert before == 0 and after > 0, (m.kind, m.layer, s)
+        assert before == 0 and after > 0, (m.matrix_type, m.layer, s)
 
 
 def test_break_even_closed_form_by_brute_force():
