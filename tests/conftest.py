@@ -3,6 +3,8 @@
 ``open_page`` (the built book in Chromium, tests/book_html.py). The markers ``slow``, ``book`` and
 ``browser`` are registered in pyproject.toml (``make unit`` leaves all three out)."""
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,12 @@ from hypothesis import settings
 
 from book_html import browser, open_page  # noqa: F401  (fixtures of the browser tests, shared from here)
 from tiny_checkpoints import write_tiny_bert
+
+# The book's tools (book/tools: the notebook generator, the Sphinx extension) import as top-level
+# modules, as Sphinx loads them (`local_extensions` in _config.yml): `import make_notebooks`.
+TOOLS = Path(__file__).resolve().parents[1] / "book" / "tools"
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

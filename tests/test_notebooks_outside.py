@@ -34,9 +34,7 @@ pytest.importorskip("myst_nb")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("BOUNDS_BOOK_BUILD", ROOT / "_build"))
-if str(ROOT / "book" / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "book" / "tools"))
-import make_notebooks as mk  # noqa: E402
+import make_notebooks as mk  # noqa: E402  (book/tools is on sys.path: conftest.py)
 
 pytestmark = [
     pytest.mark.slow,

@@ -4,7 +4,6 @@ Fast tests on a small fake book (two chapters, every MyST construct the chapters
 chapters are converted in tests/test_notebooks_outside.py (after the book build).
 """
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +16,7 @@ pytest.importorskip("pybtex")
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "book" / "tools" / "make_notebooks.py"
-if str(ROOT / "book" / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "book" / "tools"))
-import make_notebooks as mk  # noqa: E402
+import make_notebooks as mk  # noqa: E402  (book/tools is on sys.path: conftest.py)
 
 HEADER = """---
 jupytext:
@@ -308,13 +305,8 @@ def test_pages_url():
 
 
 def test_launch_urls_point_at_generated_notebooks():
-    spec = importlib.util.spec_from_file_location("book_reader", ROOT / "book" / "tools" / "book_reader.py")
-    sys.path.insert(0, str(ROOT / "book" / "tools"))
-    try:
-        br = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(br)
-    finally:
-        sys.path.remove(str(ROOT / "book" / "tools"))
+    import book_reader as br  # the Sphinx extension (book/tools is on sys.path: conftest.py)
+
     colab = "https://colab.research.google.com/github/org/repo/blob/main/notebooks/ch01_setting.md"
     binder = "https://mybinder.org/v2/gh/org/repo/main?urlpath=tree/notebooks/ch01_setting.md"
     assert br.retarget_launch_url(colab, "notebooks") == (
