@@ -254,6 +254,4 @@ def as_real_array(x, name: str = "array", *, allow_integer: bool = True) -> np.n
     if kind in "iub" and not allow_integer:
         raise ValueError(f"{name} has dtype {A.dtype}; weights must be floating point "
                          "(float16, bfloat16, float32 or float64)")
-    if kind not in "fiub":
-        raise ValueError(f"{name} has unsupported dtype {A.dtype}")
     return A
