@@ -358,3 +358,54 @@ def test_return_types_and_shapes():
     assert uniformity_penalty(4, 128, 1000, radii=[7.0], ratio=1.5) == pytest.approx(want, rel=1e-14)
 
 
+
+
+# ---- written against the survivors of `make mutation MODULES=peeling MUTATION_FLAGS=--bounds-only` ----
+
+def test_each_check_names_its_argument():
+    from bounds_lib.peeling import log_alpha_inflation, shell_index
+
+    p_range = r"must be <= 2.0 \(Schatten indices of the paper lie in \[0, 2\]\)$"
+    for call, pattern in [
+        (lambda: posthoc_choice([1.0], 0.0, 4, [0.0, 2.5]), r"^grid contains 2.5, " + p_range),
+        (lambda: round_up_to_grid(2.5, 4), r"^p contains 2.5, " + p_range),
+        (lambda: rounding_cost_bound(0.1, 2.5, 1.0, 0.0, 0.0, 4), r"^p contains 2.5, " + p_range),
+        (lambda: aggregate_rss([np.nan], 2), r"^log_T_stars contains NaN$"),
+        (lambda: shell_index(2.0, 1.0), r"^shell ratio \(2 for dyadic shells, 1 \+ 1/L for geometric ones\) == 1.0"),
+        (lambda: log_alpha_inflation(np.ones(3), np.ones(3), np.ones(3), 0.5), r"^shell ratio \(2 for dyadic"),
+    ]:
+        with pytest.raises(ValueError, match=pattern):
+            call()
+
+
+def test_minus_infinity_is_a_valid_log_and_scalars_are_floats():
+    assert log_term(-np.inf, 1.0, 0.0, 4) == -np.inf          # log S_p of a zero matrix
+    assert aggregate_rss([-np.inf, 0.0], 4) == pytest.approx(math.log(3.0))   # √(0 + 1) + √4
+    assert type(log_term(0.0, 1.0, 0.0, 4)) is float and type(shell_top(3.0)) is float
+
+
+def test_zero_logs_raise_no_warning():
+    import warnings
+
+    from bounds_lib.peeling import logsumexp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                          # log 0 = -inf is expected, not warned
+        assert logsumexp([-np.inf, -np.inf]) == -np.inf
+        c = posthoc_choice([0.0, 0.0], 0.0, 4, [0.0, 1.0])     # S_1 = 0: log S_1 = -inf
+        assert c.log_T[1] == -np.inf
+
+
+def test_old_paths_warn_and_resolve():
+    import bounds_lib.checks as C
+    import bounds_lib.peeling as PLM
+
+    with pytest.warns(DeprecationWarning) as w:
+        f = PLM.falsify_rounding
+    assert f is C.falsify_rounding
+    assert str(w[0].message) == "bounds_lib.peeling.falsify_rounding moved to bounds_lib.checks.falsify_rounding"
+    assert w[0].filename != PLM.__file__                      # stacklevel=2: points past __getattr__, at a caller
+    with pytest.raises(AttributeError) as err:
+        PLM.no_such_function
+    assert str(err.value) == "module 'bounds_lib.peeling' has no attribute 'no_such_function'"
+    assert PLM.shell_top is shell_top                         # ordinary names are untouched
