@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._moved import moved_to
 from .norms import as_matrix, validate_p
 from .validation import check_array, check_scalar
 
@@ -444,18 +445,6 @@ def dudley_term_p0(rank, N, C_2, log_K):
     return out if np.ndim(out) else float(out)
 
 
-#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
-#: this module still works until the next release (with a :class:`DeprecationWarning`).
-_MOVED_TO_CHECKS = frozenset({"Falsification", "falsify_split", "adversarial_split"})
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_CHECKS:
-        import warnings
-
-        from . import checks
-
-        warnings.warn(f"bounds_lib.interpolation.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(checks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The falsification checks that lived here moved to bounds_lib.checks; importing them from this
+# module still works until the next release (with a DeprecationWarning).
+__getattr__ = moved_to(__name__, {"Falsification", "falsify_split", "adversarial_split"}, "bounds_lib.checks")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._moved import moved_to
 from .validation import as_real_array, check_array, check_scalar
 
 __all__ = [
@@ -428,18 +429,6 @@ def rademacher_linear_mc(rng, n, d, draws=200):
     return float(np.mean(np.linalg.norm(signs @ X, axis=1)) / n)
 
 
-#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
-#: this module still works until the next release (with a :class:`DeprecationWarning`).
-_MOVED_TO_CHECKS = frozenset({"norm_inequality_ratios", "falsify_norm_inequalities"})
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_CHECKS:
-        import warnings
-
-        from . import checks
-
-        warnings.warn(f"bounds_lib.norms.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(checks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The falsification checks that lived here moved to bounds_lib.checks; importing them from this
+# module still works until the next release (with a DeprecationWarning).
+__getattr__ = moved_to(__name__, {"norm_inequality_ratios", "falsify_norm_inequalities"}, "bounds_lib.checks")

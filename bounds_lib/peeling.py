@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._moved import moved_to
 from .norms import schatten_powers, validate_sigma
 from .validation import check_array, check_scalar
 
@@ -420,18 +421,6 @@ def log_alpha_inflation(C_M, C_V, C_QK, ratio, L_phi=1.0, softmax_const=1.0):
     return out if np.ndim(C_M) > 1 else float(out[0])
 
 
-#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
-#: this module still works until the next release (with a :class:`DeprecationWarning`).
-_MOVED_TO_CHECKS = frozenset({"falsify_shell_inflation", "rounding_ratio", "falsify_rounding"})
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_CHECKS:
-        import warnings
-
-        from . import checks
-
-        warnings.warn(f"bounds_lib.peeling.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(checks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The falsification checks that lived here moved to bounds_lib.checks; importing them from this
+# module still works until the next release (with a DeprecationWarning).
+__getattr__ = moved_to(__name__, {"falsify_shell_inflation", "rounding_ratio", "falsify_rounding"}, "bounds_lib.checks")

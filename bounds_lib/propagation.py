@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._moved import moved_to
 from .model import project_rows, softmax_rows
 from .peeling import logsumexp
 from .validation import check_array, check_bool, check_scalar
@@ -461,21 +462,9 @@ def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
     return lhs, float(np.sum(d * kappa)), d, kappa
 
 
-#: The falsification checks that lived here moved to :mod:`bounds_lib.checks`; importing them from
-#: this module still works until the next release (with a :class:`DeprecationWarning`).
-_MOVED_TO_CHECKS = frozenset({
+# The falsification checks that lived here moved to bounds_lib.checks; importing them from this
+# module still works until the next release (with a DeprecationWarning).
+__getattr__ = moved_to(__name__, {
     "falsify_softmax", "falsify_logits", "falsify_layer_lipschitz", "falsify_parameter_perturbation",
     "falsify_multihead_gamma", "adversarial_layer_lipschitz", "adversarial_parameter_perturbation",
-    "falsify_composition"})
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_CHECKS:
-        import warnings
-
-        from . import checks
-
-        warnings.warn(f"bounds_lib.propagation.{name} moved to bounds_lib.checks.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(checks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    "falsify_composition"}, "bounds_lib.checks")
