@@ -78,7 +78,7 @@ __all__ = [
 VIOLATION_TOL = 1e-9
 #: Stopping tolerances of the optimisers (in ``x`` and in the ratio): far below any violation that matters.
 OPTIMISER_XTOL, OPTIMISER_FTOL = 1e-10, 1e-12
-#: Floor of a denominator that vanishes when two inputs coincide (the numerator is then 0: ratio 0).
+#: Floor of a denominator that vanishes when two inputs coincide (the numerator is then 0, the ratio 0).
 TINY_DENOMINATOR = 1e-300
 #: Non-degenerate thresholds lie below ``σ₁`` by at least this relative gap (``τ ≤ (1 − 1e-9)σ₁``).
 TAU_GAP = 1e-9
@@ -251,7 +251,7 @@ def power_check(run: Callable[[float], Falsification], weakened):
 
 
 def norm_inequality_ratios(W, weaken=1.0) -> dict:
-    """``weaken · lhs/rhs`` of every inequality in :data:`NORM_INEQUALITIES` at the matrix ``W``
+    """``weaken · lhs/rhs`` of every inequality in :data:`~bounds_lib.norms.NORM_INEQUALITIES` at the matrix ``W``
     (0 when both sides vanish)."""
     A = as_matrix(W)
     s = singular_values(A)
@@ -267,10 +267,11 @@ def norm_inequality_ratios(W, weaken=1.0) -> dict:
 
 
 def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5)):
-    """Check every inequality of :data:`NORM_INEQUALITIES` (Chapter 1) by random matrices of random
-    shape (1–39 per side), rank and scale (``10^±3``), then by Nelder–Mead over the entries of a
-    ``shape`` matrix from random starts. ``weaken > 1`` divides every right side by ``weaken``
-    (power check). Returns one :class:`Falsification` per inequality."""
+    """Check every inequality of :data:`~bounds_lib.norms.NORM_INEQUALITIES` (Chapter 1).
+
+    First by random matrices of random shape (1–39 per side), rank and scale (``10^±3``), then by
+    Nelder–Mead over the entries of a ``shape`` matrix from random starts. ``weaken > 1`` divides every
+    right side by ``weaken`` (power check). Returns one :class:`Falsification` per inequality."""
     names = list(NORM_INEQUALITIES)
     rand = {n: [] for n in names}
     for _ in range(int(trials)):
@@ -645,7 +646,8 @@ def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000
 
     ``what="product"``: the inflation of a product of the ``3(L−1)`` spectral radii of
     ``α⁽⁰⁾`` (the lemma's key step, tight as every radius approaches a shell top from above);
-    ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself (:func:`log_alpha_inflation`, tight softmax constant).
+    ``what="alpha"``: the inflation of ``α⁽⁰⁾`` itself
+    (:func:`~bounds_lib.peeling.log_alpha_inflation`, tight softmax constant).
     Radii are drawn log-uniformly in ``[low, high]``. ``ratio`` defaults to ``1 + 1/L``; ``bound_log``
     defaults to ``3(L−1)·log ρ``. Returns a :class:`Falsification` whose ratios
     are ``log inflation / bound_log`` (random draws; ``adversarial``: the coordinate-ascent optimum —
@@ -686,7 +688,9 @@ def _sigmoid(x):
 
 
 def rounding_ratio(x, weaken=1.0):
-    """``(log 𝒯(p') − log 𝒯(p)) / (bound/weaken)`` of :func:`rounding_cost_bound` at a point ``x`` of ℝ^d.
+    """``(log 𝒯(p') − log 𝒯(p)) / (bound/weaken)`` at a point ``x`` of ℝ^d.
+
+    The bound is :func:`~bounds_lib.peeling.rounding_cost_bound`.
 
     ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
     ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,

@@ -350,7 +350,7 @@ def log_covering_split(tau, eps, C_s, p, l, m, C_2, n_rows):
     ``⌊C_s/τ^p⌋(d+d')·log(1 + 8C₂/ε) + 144 τ² min(d,d') d'/ε² · log(2⌈8τ√(min(d,d') d')/ε + 2⌉ n_rows d' + 1)``:
     each part covered at radius ``ε/2`` (low-rank part: rank ``≤ C_s/τ^p``, ``‖W₁‖₂ ≤ C₂``; tail:
     Frobenius radius ``τ√min(d,d')``). Valid for every ``τ > 0`` and ``p ∈ [0, 2]``. The floor keeps an
-    integer budget up to rounding (relative slack :data:`FLOOR_RTOL`); the rank part never exceeds
+    integer budget up to rounding (relative slack ``FLOOR_RTOL``); the rank part never exceeds
     ``min(d, d')``.
 
     Parameters

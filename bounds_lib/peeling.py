@@ -50,7 +50,7 @@ __all__ = [
     "uniformity_penalty",
 ]
 
-#: The largest Schatten index of the paper: ``p ∈ [0, P_MAX]``, grid ``𝒫_m = {0, 1/m, …, P_MAX}``.
+#: The largest Schatten index of the paper, ``p ∈ [0, P_MAX]``; grid ``𝒫_m = {0, 1/m, …, P_MAX}``.
 P_MAX = 2.0
 #: Absolute slack of :func:`round_up_to_grid`: ``p·m`` within ``1e-12`` of an integer ``k`` (``p = k/m``
 #: up to rounding, e.g. ``(1/3)·3 = 1.0000000000000002``) stays on grid point ``k/m`` instead of jumping
@@ -215,7 +215,7 @@ def posthoc_choice(sigma, log_K, N, grid):
 def logsumexp(a, axis=None):
     """``log Σ exp(a)`` without overflow; ``-inf`` entries contribute nothing (Chapter 4's aggregations).
 
-    Kept instead of :func:`scipy.special.logsumexp`, for a measured reason: SciPy (1.17) adds
+    Kept instead of ``scipy.special.logsumexp``, for a measured reason: SciPy (1.17) adds
     ``log1p`` of the sum of the non-maximal terms to the maximum, which differs from this
     ``log Σ exp(a − max) + max`` in the last bit on about 2.5 % of inputs — on the book's own inputs
     it changes glued values of Chapters 5 and 6 (e.g. ``B_ours`` of Chapter 6 from

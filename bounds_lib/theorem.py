@@ -118,7 +118,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
     Parameters
     ----------
     spectra : bounds_lib.spectra.ModelSpectra
-        The spectra of every matrix of the model (:func:`bounds_lib.compute_spectra`).
+        The spectra of every matrix of the model (:func:`bounds_lib.spectra.compute_spectra`).
     n : int
         The sample size, ``>= 1``.
     T : int
