@@ -4,7 +4,8 @@ Usage: python tests/compare_executed_outputs.py BUILD_A BUILD_B
 
 Every executed notebook of ``BUILD_A`` is matched with its twin in ``BUILD_B`` — the rendered copies
 under ``jupyter_execute/`` and the full executions in ``.jupyter_cache/executed/`` (which also keep
-the glued values, stripped from the rendered copies) — and the text outputs (streams,
+the glued values, stripped from the rendered copies; matched by chapter through the cache's database,
+so that builds of two commits with different code compare too) — and the text outputs (streams,
 ``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell must be identical.
 Images are compared by their decoded pixels' hash. Exit status 1 on any difference, with the
 notebook, cell and first differing line printed.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -56,18 +58,33 @@ def _pixels(png: bytes) -> bytes:
         return png
 
 
+def cached_executions(build: Path) -> dict[str, Path]:
+    """``{chapter file name: executed notebook}`` of a build's jupyter-cache.
+
+    The cache keys its folders by a hash of the notebook's code, so the same chapter before and after
+    a change of its code (a refactor: new import paths) lives under different keys; the cache's
+    database says which source each key belongs to.
+    """
+    db = build / ".jupyter_cache" / "global.db"
+    if not db.exists():
+        return {}
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT hashkey, uri FROM nbcache").fetchall()
+    return {Path(uri).name: build / ".jupyter_cache" / "executed" / key / "base.ipynb" for key, uri in rows}
+
+
 def main(a: str, b: str) -> int:
-    pairs = []
-    for sub in ("jupyter_execute", ".jupyter_cache/executed"):
-        root_a, root_b = Path(a) / sub, Path(b) / sub
-        pairs += [(root_a, root_b, nb) for nb in sorted(root_a.rglob("*.ipynb"))]
+    root_a, root_b = Path(a) / "jupyter_execute", Path(b) / "jupyter_execute"
+    pairs = [(nb.relative_to(root_a), nb, root_b / nb.relative_to(root_a)) for nb in sorted(root_a.rglob("*.ipynb"))]
+    cache_a, cache_b = cached_executions(Path(a)), cached_executions(Path(b))
+    pairs += [(Path(".jupyter_cache") / name, cache_a[name], cache_b.get(name, Path(b) / ".jupyter_cache" / name))
+              for name in sorted(cache_a)]
     if not pairs:
         print(f"no executed notebooks under {a}")
         return 1
     differences = 0
     compared = 0
-    for root_a, root_b, nb_a in pairs:
-        nb_b = root_b / nb_a.relative_to(root_a)
+    for name, nb_a, nb_b in pairs:
         if not nb_b.exists():
             print(f"{nb_b} is missing")
             differences += 1
@@ -78,10 +95,10 @@ def main(a: str, b: str) -> int:
             if xa != xb:
                 differences += 1
                 first = next((u for u, v in zip(xa, xb) if u != v), "(different number of outputs)")
-                print(f"{nb_a.relative_to(root_a)} code cell {i}: outputs differ, e.g. {first[:200]!r}")
+                print(f"{name} code cell {i}: outputs differ, e.g. {first[:200]!r}")
         if len(ca) != len(cb):
             differences += 1
-            print(f"{nb_a.relative_to(root_a)}: {len(ca)} vs {len(cb)} code cells")
+            print(f"{name}: {len(ca)} vs {len(cb)} code cells")
     print(f"{len(pairs)} executed notebooks, {compared} outputs compared, {differences} differences")
     return 1 if differences else 0
 
