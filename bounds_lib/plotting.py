@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 #: Axis and legend labels of the multi-head matrix types (:data:`~bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`).
+#: Matplotlib mathtext, so the API page does not show the value (it would read as raw TeX).
+#:
+#: :meta hide-value:
 MATRIX_TYPE_LABELS = {"QK": r"$QK_h$", "V": r"$\tilde V_h$", "M_in": r"$M_{\rm in}$", "M_out": r"$M_{\rm out}$"}
 
 
