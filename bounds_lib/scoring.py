@@ -35,7 +35,8 @@ from .propagation import (
     log_layer_lipschitz_multihead,
     log_scale_K,
 )
-from .spectra import ModelSpectra, SpectraCache, _ArchitectureSizes, check_spectra, compute_spectra, select_matrices
+from .spectra import (ModelSpectra, SpectraCache, _ArchitectureSizes, _OldKindName, check_spectra, compute_spectra,
+                      select_matrices)
 from .validation import check_bool, check_scalar
 
 __all__ = [
@@ -316,7 +317,7 @@ class ScoringOptions:
 
 
 @dataclass(frozen=True)
-class MatrixScore:
+class MatrixScore(_OldKindName):
     """One matrix's spectrum summary, its scales and its post hoc term (all ``log_`` fields natural logs)."""
 
     layer: int
@@ -338,13 +339,8 @@ class MatrixScore:
     log_T: np.ndarray = field(repr=False)
 
     @property
-    def kind(self) -> str:
-        """Old name of ``matrix_type`` (read-only alias, kept for existing callers)."""
-        return self.matrix_type
-
-    @property
     def log_T0(self) -> float:
-        """``log T(W; 0) = ½ log(rank · N)``."""
+        """``log 𝒯(W; 0) = ½ log(rank · N)``."""
         return float(self.log_T[0])
 
     def to_row(self) -> dict:

@@ -51,8 +51,17 @@ __all__ = [
 MODES = ("clean", "paper")
 
 
+class _OldKindName:
+    """``kind``, the old name of ``matrix_type`` (a read-only alias for existing callers, one release)."""
+
+    @property
+    def kind(self) -> str:
+        """Old name of ``matrix_type`` (read-only alias, kept for existing callers)."""
+        return self.matrix_type
+
+
 @dataclass(frozen=True)
-class MatrixSpectrum:
+class MatrixSpectrum(_OldKindName):
     """All singular values of one matrix (descending, ``min(rows, cols)`` of them) and two norms.
 
     ``matrix_type`` is one of :data:`bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`; ``head`` is ``-1`` for
@@ -72,11 +81,6 @@ class MatrixSpectrum:
         s = np.asarray(self.sigma, dtype=np.float64).view()  # a view: its flag cannot be turned back on
         s.flags.writeable = False                                 # once the computed array is frozen too
         object.__setattr__(self, "sigma", s)
-
-    @property
-    def kind(self) -> str:
-        """Old name of ``matrix_type`` (read-only alias, kept for existing callers)."""
-        return self.matrix_type
 
     @property
     def sigma1(self) -> float:
