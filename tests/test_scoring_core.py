@@ -52,13 +52,32 @@ def test_the_two_summation_orders_agree(rng):
         assert a == pytest.approx(b, rel=1e-13, abs=1e-13)
 
 
+def test_each_summation_order_is_the_one_its_chapter_committed(rng):
+    # bit for bit: "by_layer" is Chapter 6's order, "flat" the single-head order of Chapters 7–8's
+    # committed results; on inputs where the two orders round differently, each must keep its own
+    from bounds_lib.peeling import logsumexp
+
+    c = 2.0 / 3.0
+    differ = 0
+    for _ in range(300):
+        la, lt = rng.normal(0, 3, 4), rng.normal(0, 3, (4, 5))
+        flat = 1.5 * float(np.logaddexp(0.0, np.logaddexp.reduce((c * (la[:, None] + lt)).ravel())))
+        by_layer = 1.5 * float(np.logaddexp(0.0, logsumexp(c * la + logsumexp(c * lt, axis=1))))
+        assert log_edelman_bound(la, lt, summation="flat") == flat
+        assert log_edelman_bound(la, lt, summation="by_layer") == by_layer
+        differ += flat != by_layer
+    assert differ > 0   # the draws include inputs where the orders really differ (else the test is empty)
+
+
 def test_edelman_bad_inputs():
     with pytest.raises(ValueError, match="shape"):
         log_edelman_bound([0.0, 1.0], [[0.0]])
     with pytest.raises(ValueError, match="shape"):
         log_edelman_bound([0.0], [0.0])
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="^log_alpha and log_terms must not contain NaN$"):
         log_edelman_bound([0.0], [[np.nan]])
+    with pytest.raises(ValueError, match="NaN"):
+        log_edelman_bound([np.nan], [[0.0]])
     with pytest.raises(ValueError, match="summation"):
         log_edelman_bound([0.0], [[0.0]], summation="pairwise")
 

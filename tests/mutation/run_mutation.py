@@ -34,7 +34,8 @@ TESTS = {
     "peeling": ["tests/test_peeling.py"],
     "orders": ["tests/test_orders.py"],
     "validation": ["tests/test_validation.py"],
-    "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_proxies.py"],
+    "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_scoring_single_head.py",
+                "tests/test_proxies.py"],
     "spectra": ["tests/test_proxies.py"],
 }
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
