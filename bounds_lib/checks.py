@@ -24,7 +24,9 @@ mathematics they check:
   :func:`adversarial_parameter_perturbation`, :func:`falsify_multihead_gamma`,
   :func:`falsify_composition` (the factors of :mod:`bounds_lib.propagation`);
 * Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation` (the lemmas of
-  :mod:`bounds_lib.peeling`).
+  :mod:`bounds_lib.peeling`);
+* Chapter 5 — :func:`falsify_log_factor`, :func:`falsify_frobenius_row` (the orders table of
+  :mod:`bounds_lib.orders` against the theorem).
 
 Until the next release the old paths (``bounds_lib.falsification``, ``bounds_lib.interpolation.falsify_split``,
 ``bounds_lib.propagation.falsify_softmax``, …) still import these names.
@@ -72,6 +74,10 @@ __all__ = [
     "rounding_ratio",
     "falsify_rounding",
     "falsify_shell_inflation",
+    "LOG_FACTOR_DOMAIN",
+    "log_factors",
+    "falsify_log_factor",
+    "falsify_frobenius_row",
 ]
 
 #: A ratio above ``1 + VIOLATION_TOL`` counts as a violation (floating-point slack).
@@ -721,3 +727,98 @@ def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
 
     return falsify(f"rounding lemma (bound / {weaken:g})", lambda x: rounding_ratio(x, weaken), sample, rng,
                    trials=trials, restarts=restarts)
+
+
+# ---------------------------------------------------------------- Chapter 5: the orders table against the theorem
+
+#: Domain of :func:`falsify_log_factor`: ``(n, T, N, L, C)`` in ``[1, 1e9]×[1, 1e4]×[2, 1e5]×[1, 200]×[1/8, 10]``.
+LOG_FACTOR_DOMAIN = ((1.0, 1e9), (1.0, 1e4), (2.0, 1e5), (1.0, 200.0), (0.125, 10.0))
+
+
+def _log_factor_point(x):
+    """``(n, T, N, L, C)`` from ``x ∈ ℝ⁵`` (a sigmoid onto each log-range of :data:`LOG_FACTOR_DOMAIN`)."""
+    out = []
+    for xi, (lo, hi) in zip(np.asarray(x, dtype=np.float64), LOG_FACTOR_DOMAIN):
+        out.append(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * _sigmoid(float(xi))))
+    return tuple(out)
+
+
+def log_factors(n, T, N, L, C):
+    """``(√λ̄, table factor)`` of Chapter 5: ``√(log(9nTN) + log⁺(8CN·C^L L))`` and
+    ``√(log(nTN) + log⁺(C^L L))`` (:func:`bounds_lib.orders.theorem_log_factor`,
+    :func:`bounds_lib.orders.table_log_factor`, evaluated in floating point).
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in log_factors(1e5, 128, 768, 12, 1.5)]
+    [5.4891, 4.6844]
+    """
+    lK = L * math.log(C) + math.log(L)
+    thm = math.sqrt(math.log(9.0 * n * T * N) + max(math.log(8.0 * C * N) + lK, 0.0))
+    tab = math.sqrt(math.log(n * T * N) + max(lK, 0.0))
+    return thm, tab
+
+
+def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
+    """Lemma ``ch05-lem-logfactor``: ``table ≤ √λ̄ ≤ κ(nTN)·table`` over :data:`LOG_FACTOR_DOMAIN`.
+
+    Returns ``(upper, lower)``: two :class:`Falsification` of the ratios ``weaken·√λ̄/(κ·table)`` and
+    ``weaken·table/√λ̄`` (random draws, then Nelder–Mead from the best). ``weaken = 1.1`` is the power
+    check: both sides of the lemma are approached (the upper one as ``N → ∞`` with ``n = T = L = 1``,
+    the lower one as ``nTN → ∞``), so both weakened bounds must be violated.
+    """
+    from .orders import log_factor_constant
+
+    def up(x):
+        n, T, N, L, C = _log_factor_point(x)
+        thm, tab = log_factors(n, T, N, L, C)
+        return weaken * thm / (log_factor_constant(n * T * N) * tab)
+
+    def low(x):
+        thm, tab = log_factors(*_log_factor_point(x))
+        return weaken * tab / thm
+
+    def sample(r):
+        return r.normal(0.0, 3.0, 5)
+
+    tag = "" if weaken == 1.0 else f" (÷{weaken:g})"
+    return (falsify("√λ̄ ≤ κ·table" + tag, up, sample, rng, trials=trials, restarts=restarts, maxiter=800),
+            falsify("table ≤ √λ̄" + tag, low, sample, rng, trials=trials, restarts=restarts, maxiter=800))
+
+
+def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
+    """``min_{p ∈ 𝒫_m} 𝒯(W;p) ≤ min(√(C_F K) N^{3/4}, N)`` for ``N×N`` matrices with ``‖W‖_F ≤ C_F``
+    (the Frobenius row of Chapter 5; ``K = C^L L``, ``𝒯`` of :func:`bounds_lib.peeling.log_term`).
+
+    Random spectra (any rank, scaled to ``‖W‖_F = C_F``), then Nelder–Mead over the log-spectrum,
+    ``log C_F`` and ``log K``. ``weaken = 1.1`` is the power check: the flat spectrum ``σ_i = C_F/√N``
+    attains the bound, so the bound divided by 1.1 must be violated.
+    """
+    from .peeling import posthoc_grid
+
+    def make(N):
+        grid = posthoc_grid(1, N)
+
+        def ratio(x):
+            s = np.exp(np.clip(x[:N], -30.0, 5.0))
+            CF, lK = float(np.exp(np.clip(x[N], -5.0, 8.0))), float(np.clip(x[N + 1], -5.0, 30.0))
+            s = s * CF / np.linalg.norm(s)
+            logS = np.log(np.sum(s[None, :] ** grid[1:, None], axis=1))
+            logS = np.r_[math.log(np.count_nonzero(s > 0)), logS]   # p = 0: the rank
+            lhs = float(np.min(log_term(logS, grid, lK, N)))
+            rhs = min(0.5 * (math.log(CF) + lK) + 0.75 * math.log(N), math.log(N))
+            return weaken * math.exp(lhs - rhs)
+        return ratio
+
+    def sample(r, N):
+        x = r.normal(0.0, 2.0, N + 2)
+        if r.random() < 0.3:   # near-flat spectra
+            x[:N] = r.normal(0.0, 0.05, N)
+        x[N + 1] = r.uniform(-3.0, 12.0)
+        return x
+
+    parts = [falsify("Frobenius row", make(N), lambda r, N=N: sample(r, N), rng, trials=trials,
+                     restarts=restarts, maxiter=1500) for N in Ns]
+    tag = "" if weaken == 1.0 else f" (÷{weaken:g})"
+    return Falsification("Frobenius row: inf_p 𝒯 ≤ min(√(C_F K)N^{3/4}, N)" + tag,
+                         np.concatenate([f.ratios for f in parts]), np.concatenate([f.adversarial for f in parts]))

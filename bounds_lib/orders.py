@@ -25,8 +25,12 @@ __all__ = [
     "dudley_integral",
     "term_from_covering",
     "released_term",
+    "frobenius_holder_term",
     "regime_term",
     "log_K_factor",
+    "theorem_log_factor",
+    "table_log_factor",
+    "log_factor_constant",
     "regime_log_slope",
     "ours_order",
     "edelman_order",
@@ -39,7 +43,8 @@ __all__ = [
 ]
 
 L, N, C, C_F, r, p, eps, tau, C_s, l, m, K = sp.symbols("L N C C_F r p epsilon tau C_s ell m K", positive=True)
-SYMBOLS = dict(L=L, N=N, C=C, C_F=C_F, r=r, p=p, eps=eps, tau=tau, C_s=C_s, l=l, m=m, K=K)
+n, T = sp.symbols("n T", positive=True)
+SYMBOLS = dict(L=L, N=N, C=C, C_F=C_F, r=r, p=p, eps=eps, tau=tau, C_s=C_s, l=l, m=m, K=K, n=n, T=T)
 REGIMES = ("frobenius", "low_rank", "spectral")
 AGGREGATIONS = ("sum", "rss")
 
@@ -110,26 +115,80 @@ def released_term(S=C_s, K_=K, p_=p):
     return S ** (1 / (p_ + 2)) * K_ ** (p_ / (p_ + 2)) * N ** ((p_ + 1) / (p_ + 2))
 
 
-def regime_term(regime):
-    """``𝒯`` of one matrix in a regime, with ``K = C^L·L``.
+def frobenius_holder_term(p_=p):
+    """``𝒯`` at index ``p`` of an ``N×N`` matrix known only through ``‖W‖_F ≤ C_F`` (Chapter 5).
 
-    Frobenius: ``p = 2``, ``S_2 = ‖W‖_F² ≤ C_F²`` (so ``S_2^{1/4} = √C_F`` as in the table);
-    low rank: ``p = 0``, ``S_0 = r``; spectral only: ``p = 0``, ``S_0 = N`` (rank ≤ N).
+    ``rank ≤ N`` always holds, so Hölder gives ``S_p = Σσ^p ≤ N^{1−p/2}(Σσ²)^{p/2} ≤ N^{1−p/2}C_F^p``
+    (equality for ``N`` equal singular values ``C_F/√N``); with ``K = C^L·L``,
+    ``𝒯 ≤ N^{(2+p/2)/(p+2)} (C_F K)^{p/(p+2)}``: ``N`` at ``p = 0``, ``√(C_F K) N^{3/4}`` at ``p = 2``.
+
+    Examples
+    --------
+    >>> frobenius_holder_term(2)
+    C**(L/2)*sqrt(C_F)*sqrt(L)*N**(3/4)
+    >>> frobenius_holder_term(0)
+    N
     """
-    Kr = C**L * L
+    p_ = sp.sympify(p_)
+    S = N ** (1 - p_ / 2) * C_F**p_
+    return sp.powsimp(sp.simplify(released_term(S, C**L * L, p_)), force=True)
+
+
+def regime_term(regime):
+    """``inf_p 𝒯`` of one matrix in a regime, with ``K = C^L·L`` (Chapter 5, the orders table).
+
+    Frobenius: only ``‖W‖_F ≤ C_F`` (and ``rank ≤ N``) is known; ``log`` of
+    :func:`frobenius_holder_term` is ``(a + b p)/(p+2)``, monotone in ``p``, so the infimum over
+    ``[0, 2]`` is at an end: ``min(√(C_F K) N^{3/4}, N)``. Low rank: ``p = 0``, ``S_0 = r``; spectral
+    only: ``p = 0``, ``S_0 = N`` (both infima at ``p = 0``, :func:`regime_log_slope`).
+
+    Examples
+    --------
+    >>> regime_term("low_rank")
+    sqrt(N)*sqrt(r)
+    """
     if regime == "frobenius":
-        return released_term(C_F**2, Kr, 2)
+        return sp.Min(frobenius_holder_term(2), frobenius_holder_term(0))
     if regime == "low_rank":
-        return released_term(r, Kr, 0)
+        return released_term(r, C**L * L, 0)
     if regime == "spectral":
-        return released_term(N, Kr, 0)
+        return released_term(N, C**L * L, 0)
     raise ValueError(f"unknown regime {regime!r}; supported: {', '.join(REGIMES)}")
 
 
 def log_K_factor():
-    """``√(log K) = √(L log C + log L)`` with ``K = C^L·L``: the factor the corrected theorem (Chapter 5)
-    carries through ``Λ`` — from the covering of the rank part, ``r(ℓ+m) log(C₂K/ε)``, at every ``p``."""
-    return sp.sqrt(L * sp.log(C) + sp.log(L))
+    """``√(log⁺ K) = √(max(L log C + log L, 0))`` with ``K = C^L·L`` (real for every ``C > 0``)."""
+    return sp.sqrt(sp.Max(L * sp.log(C) + sp.log(L), 0))
+
+
+def theorem_log_factor():
+    """The theorem's ``√λ̄`` in a regime (Chapter 5, ``ch05-eq-theta``), square ``N×N`` matrices,
+    ``c_j ≤ C`` and ``K = C^L·L``: ``√(log(9nTN) + log⁺(8 C N K))``."""
+    return sp.sqrt(sp.log(9 * n * T * N) + sp.Max(sp.log(8 * C * N * C**L * L), 0))
+
+
+def table_log_factor():
+    """The orders table's factor ``√(log(nTN) + log⁺ K)``, ``K = C^L·L`` (Chapter 5).
+
+    Lemma ``ch05-lem-logfactor``: for ``n, T ≥ 1``, ``nTN > 1`` and ``C ≥ 1/8``,
+    ``1 ≤ theorem_log_factor / table_log_factor ≤ log_factor_constant(nTN)``.
+    """
+    return sp.sqrt(sp.log(n * T * N) + sp.Max(L * sp.log(C) + sp.log(L), 0))
+
+
+def log_factor_constant(nTN):
+    """``κ(nTN) = √(2 + log 72 / log(nTN))`` (``nTN > 1``): the constant of Lemma ``ch05-lem-logfactor``.
+
+    Examples
+    --------
+    >>> round(log_factor_constant(1e10), 4)
+    1.5124
+    """
+    x = float(nTN)
+    if not x > 1.0:
+        raise ValueError(f"nTN must exceed 1 (log(nTN) > 0), got {nTN!r}")
+    import math
+    return math.sqrt(2.0 + math.log(72.0) / math.log(x))
 
 
 def regime_log_slope(regime):
@@ -153,8 +212,9 @@ def regime_log_slope(regime):
 def ours_order(regime, aggregation, log_factor=False):
     """Order of this bound over ``L`` layers: ``L·𝒯`` (sum) or ``√L·𝒯`` (root-sum-square) (Chapter 5).
 
-    ``log_factor=True`` multiplies by :func:`log_K_factor` (the corrected theorem of Chapter 5; the
-    common ``√log(nT)`` is left out of every column, as in the paper's table).
+    ``log_factor=True`` multiplies by :func:`table_log_factor`, ``√(log(nTN) + log⁺ K)``: the
+    corrected theorem's ``√λ̄`` up to the constant of Lemma ``ch05-lem-logfactor`` (Chapter 5). The
+    baselines' columns are shown without their own logarithmic factors.
 
     Parameters
     ----------
@@ -163,7 +223,7 @@ def ours_order(regime, aggregation, log_factor=False):
     aggregation : {"sum", "rss"}
         How the per-matrix terms are aggregated.
     log_factor : bool
-        Include the corrected theorem's ``√log K``.
+        Include :func:`table_log_factor`.
 
     Returns
     -------
@@ -188,7 +248,7 @@ def ours_order(regime, aggregation, log_factor=False):
     else:
         raise ValueError(f"unknown aggregation {aggregation!r}; supported: {', '.join(AGGREGATIONS)}")
     if log_factor:
-        out = out * log_K_factor()
+        out = out * table_log_factor()
     return sp.powsimp(out, force=True)
 
 
@@ -249,9 +309,21 @@ def printed_leading_order(p_=p):
 
 
 def limit_in_depth(expr):
-    """``lim_{L→∞} expr`` at a fixed ``C > 1`` (substitutes ``C = 1 + c``, ``c > 0``)."""
+    """``lim_{L→∞} expr`` at a fixed ``C > 1`` (substitutes ``C = 1 + c``, ``c > 0``).
+
+    ``log⁺`` terms ``Max(x, 0)`` are replaced by ``x`` (for ``C > 1`` and ``L ≥ 1`` every ``log⁺`` of
+    this module is ``log`` of a number ``≥ 1``); a ``Min(a, b)`` factor is split, since
+    ``lim Min(a, b) = Min(lim a, lim b)`` on the extended half-line.
+    """
     c = sp.Symbol("c", positive=True)
-    return sp.limit(sp.powsimp(expr.subs(C, 1 + c), force=True), L, sp.oo)
+    e = sp.powsimp(sp.sympify(expr).subs(C, 1 + c), force=True)
+    e = e.replace(lambda x: isinstance(x, sp.Max) and len(x.args) == 2 and 0 in x.args,
+                  lambda x: [a for a in x.args if a != 0][0])
+    mins = [x for x in e.atoms(sp.Min)]
+    if mins:
+        m0 = mins[0]
+        return sp.Min(*(limit_in_depth(e.xreplace({m0: a}).subs(c, C - 1)) for a in m0.args))
+    return sp.limit(e, L, sp.oo)
 
 
 def n_exponent(expr):

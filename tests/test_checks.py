@@ -274,3 +274,32 @@ def test_old_falsification_module_and_unknown_names():
     assert falsification.power_check is power_check and falsification.VIOLATION_TOL == VIOLATION_TOL
     with pytest.raises(AttributeError, match="has no attribute 'no_such_check'"):
         peeling.no_such_check
+
+
+# ---- Chapter 5: the orders table against the theorem (issue 20) ----
+
+def test_log_factor_lemma_holds_and_the_search_has_power():
+    from bounds_lib.checks import falsify_log_factor
+    rng = np.random.default_rng(5)
+    up, low = falsify_log_factor(rng, trials=800, restarts=3)
+    assert up.trials == low.trials == 800 and up.violations == 0 and low.violations == 0
+    assert up.worst_adversarial > 0.999          # the optimiser reaches the constant κ (N → ∞, n = T = L = 1)
+    up_w, low_w = falsify_log_factor(rng, trials=800, restarts=3, weaken=1.1)
+    assert up_w.violations > 0 and low_w.violations > 0
+
+
+def test_log_factors_closed_form():
+    import math
+    from bounds_lib.checks import log_factors
+    thm, tab = log_factors(1.0, 1.0, 2.0, 1.0, 1.0)   # K = 1: log⁺(8·1·2·1) = log 16
+    assert thm == pytest.approx(math.sqrt(math.log(18.0) + math.log(16.0))) and tab == pytest.approx(math.sqrt(math.log(2.0)))
+    thm, tab = log_factors(1.0, 1.0, 2.0, 12.0, 0.125)   # K = 12/8¹² < 1: log⁺ K = 0
+    assert tab == pytest.approx(math.sqrt(math.log(2.0)))
+
+
+def test_frobenius_row_is_attained_and_the_weakened_row_fails():
+    from bounds_lib.checks import falsify_frobenius_row
+    rng = np.random.default_rng(6)
+    f = falsify_frobenius_row(rng, trials=200, Ns=(4,), restarts=2)
+    assert f.violations == 0 and f.worst_ratio > 1 - 1e-9     # attained by the flat spectrum
+    assert falsify_frobenius_row(rng, trials=200, Ns=(4,), restarts=2, weaken=1.1).violations > 0

@@ -24,26 +24,33 @@ def test_dudley_and_term():
 def test_rss_table_matches_printed_and_sum_does_not():
     rss, tot = orders_table("rss"), orders_table("sum")
     C = SYMBOLS["C"]
-    for g in REGIMES:
+    for g in ("low_rank", "spectral"):
         assert sp.simplify(rss[g]["ours"] / TABLE_AS_PRINTED[g]["ours"]) == 1
+    # Frobenius: the printed row is the p = 2 branch; the infimum over p is its minimum with the p = 0 branch
+    printed_T = TABLE_AS_PRINTED["frobenius"]["ours"] / sp.sqrt(L)
+    assert rss["frobenius"]["ours"] == sp.sqrt(L) * sp.Min(sp.powsimp(printed_T, force=True), N)
+    for g in REGIMES:
         # derived comparison columns: equal to the printed ones in the Frobenius regime, a factor C
         # larger where ‖W‖_F ≤ √r·C or √N·C (the printed table drops that C)
         for b in ("edelman", "trauger_tewari"):
             assert sp.simplify(rss[g][b] / TABLE_AS_PRINTED[g][b]) == (1 if g == "frobenius" else C)
-        assert sp.simplify(tot[g]["ours"] / TABLE_AS_PRINTED[g]["ours"] - sp.sqrt(L)) == 0
+        assert sp.simplify(tot[g]["ours"] / rss[g]["ours"] - sp.sqrt(L)) == 0
 
 
 def test_log_factor_rows_and_geometric_depth_sum():
-    from bounds_lib.orders import edelman_order, log_K_factor, ours_order
-    C = SYMBOLS["C"]
+    from bounds_lib.orders import edelman_order, log_K_factor, ours_order, table_log_factor
+    C, n, T = SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["T"]
     lr = ours_order("low_rank", "rss", log_factor=True)
-    assert sp.simplify(lr / (sp.sqrt(SYMBOLS["r"] * L * N) * sp.sqrt(L * sp.log(C) + sp.log(L)))) == 1
+    want = sp.sqrt(SYMBOLS["r"] * L * N) * sp.sqrt(sp.log(n * T * N) + sp.Max(L * sp.log(C) + sp.log(L), 0))
+    assert sp.simplify(lr / want) == 1
     assert limit_in_depth(lr / edelman_order("low_rank")) == 0      # still exponentially better
-    assert limit_in_depth(lr / (L * sp.sqrt(SYMBOLS["r"] * N))) != 0  # the √L claim is lost: order L·√log C
+    # beyond L log C ≍ log(nTN) the row grows like L √(rN log C): the ratio to L√(rN) tends to √log C
+    c = sp.Symbol("c", positive=True)   # limit_in_depth writes C = 1 + c
+    assert sp.simplify(limit_in_depth(lr / (L * sp.sqrt(SYMBOLS["r"] * N))) - sp.sqrt(sp.log(1 + c))) == 0
     geo = edelman_order("frobenius", "geometric")
     assert sp.limit(geo / edelman_order("frobenius"), C, 1) == 1     # L^{3/2}C^L only near C = 1
     assert sp.limit((geo / edelman_order("frobenius")).subs(C, 2), L, sp.oo) == 0
-    assert sp.simplify(log_K_factor() ** 2 - (L * sp.log(C) + sp.log(L))) == 0
+    assert sp.simplify(log_K_factor() ** 2 - sp.Max(L * sp.log(C) + sp.log(L), 0)) == 0
 
 
 @pytest.mark.parametrize("agg", AGGREGATIONS)
@@ -55,7 +62,9 @@ def test_ratios_vanish_in_depth(agg):
 
 
 def test_n_exponents_and_printed_inconsistency():
-    assert n_exponent(regime_term("frobenius")) == sp.Rational(3, 4)
+    from bounds_lib.orders import frobenius_holder_term
+    assert n_exponent(frobenius_holder_term(2)) == sp.Rational(3, 4)
+    assert n_exponent(frobenius_holder_term(0)) == 1
     assert n_exponent(printed_leading_order(2)) == sp.Rational(2, 3)
     assert n_exponent(TABLE_AS_PRINTED["spectral"]["trauger_tewari"]) == sp.Rational(3, 2)
 
@@ -105,8 +114,9 @@ def test_defaults_and_log_factor_flag():
     T = regime_term("low_rank")
     assert sp.simplify(ours_order("low_rank", "rss") - sp.sqrt(L) * T) == 0          # default: no log factor
     assert orders_table() == orders_table("rss")
+    from bounds_lib.orders import table_log_factor
     lf = orders_table("sum", log_factor=True)["spectral"]["ours"]
-    assert sp.simplify(lf / (L * N * log_K_factor())) == 1
+    assert sp.simplify(lf / (L * N * table_log_factor())) == 1
     assert sp.simplify(log_K_factor().subs({C: sp.E, L: 1})) == 1
 
 
@@ -142,3 +152,78 @@ def test_regime_log_slope_is_p_free_and_nonnegative():
     assert float(regime_log_slope("spectral").subs({C: 2, L: 3})) == pytest.approx(8 * math.log(2) + 2 * math.log(3))
     with pytest.raises(ValueError, match="only for 'low_rank' and 'spectral'"):
         regime_log_slope("frobenius")
+
+
+# ---- issue 20: the table's log factor is the theorem's up to a stated constant; the Frobenius row is inf_p ----
+import itertools  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bounds_lib.orders import (frobenius_holder_term, log_factor_constant, table_log_factor,  # noqa: E402
+                               theorem_log_factor)
+
+_ARGS = tuple(SYMBOLS[k] for k in ("n", "T", "N", "L", "C"))
+_GRID = list(itertools.product([1e2, 1e3, 1e5, 1e7], [1.0, 16.0, 128.0, 512.0], [16.0, 64.0, 768.0, 4096.0],
+                               [1.0, 2.0, 6.0, 12.0, 48.0, 96.0], [0.125, 0.5, 0.9, 1.0, 1.1, 1.5, 3.0]))
+
+
+def _ratios(factor):
+    thm, f = sp.lambdify(_ARGS, theorem_log_factor(), "math"), sp.lambdify(_ARGS, factor, "math")
+    return np.array([[thm(*x) / f(*x), log_factor_constant(x[0] * x[1] * x[2])] for x in _GRID])
+
+
+def test_table_log_factor_is_the_theorems_within_kappa_on_a_grid():
+    # Lemma ch05-lem-logfactor: 1 ≤ √λ̄ / table ≤ κ(nTN) = √(2 + log 72/log(nTN)) for n, T ≥ 1, C ≥ 1/8
+    r = _ratios(table_log_factor())
+    assert len(_GRID) == 2688 and np.all(r[:, 0] >= 1.0) and np.all(r[:, 0] <= r[:, 1])
+    assert r[:, 0].min() < 1.05 and (r[:, 0] / r[:, 1]).max() > 0.9   # neither side is slack by much here
+
+
+def test_old_multiplicative_factor_is_not_within_any_kappa():
+    # the former table factor √log(nT)·√(L log C + log L): 0.83×, 1.70×, 2.57× the theorem's at L = 2, 12, 48
+    n, T, C = SYMBOLS["n"], SYMBOLS["T"], SYMBOLS["C"]
+    old = sp.sqrt(sp.log(n * T)) * sp.sqrt(L * sp.log(C) + sp.log(L))
+    f = sp.lambdify(_ARGS, old / theorem_log_factor(), "math")
+    got = [f(1e5, 128.0, 768.0, Lv, 1.5) for Lv in (2.0, 12.0, 48.0)]
+    assert got == pytest.approx([0.8287, 1.6987, 2.5732], abs=1e-4)
+    assert got[0] < 1 and got[2] > log_factor_constant(1e5 * 128 * 768)   # outside the band on both sides
+    assert limit_in_depth(old / theorem_log_factor()) == sp.sqrt(sp.log(n * T))   # not a constant: → ∞ with nT
+
+
+def test_log_K_factor_is_real_below_one():
+    C = SYMBOLS["C"]
+    v = log_K_factor().subs({C: sp.Rational(1, 2), L: 12})
+    assert v == 0 and v.is_real
+    assert float(log_K_factor().subs({C: 2, L: 3})) == pytest.approx(math.sqrt(3 * math.log(2) + math.log(3)))
+
+
+def test_frobenius_row_is_the_infimum_over_p():
+    C, C_F = SYMBOLS["C"], SYMBOLS["C_F"]
+    # log 𝒯 = (a + b p)/(p + 2) under Hölder: (p+2)² d/dp log 𝒯 = 2 log(C_F K) − log N, free of p
+    slope = sp.simplify(sp.expand_log(sp.diff(sp.log(frobenius_holder_term(p)), p) * (p + 2) ** 2, force=True))
+    assert not slope.has(p)
+    assert sp.simplify(sp.expand_log(slope - (2 * sp.log(C_F) + 2 * L * sp.log(C) + 2 * sp.log(L) - sp.log(N)),
+                                     force=True)) == 0
+    # a numeric inf over a fine p-grid equals the min of the two ends
+    f = sp.lambdify((p, L, N, C, C_F), frobenius_holder_term(p), "math")
+    for Lv, Nv, Cv, CFv in [(12, 768, 1.5, 4.0), (1, 768, 1.0, 1.0), (3, 64, 1.1, 0.5), (2, 4096, 2.0, 30.0)]:
+        ps = np.linspace(0, 2, 401)
+        assert min(f(q, Lv, Nv, Cv, CFv) for q in ps) == pytest.approx(min(f(0, Lv, Nv, Cv, CFv), f(2, Lv, Nv, Cv, CFv)))
+    # the issue's numbers: at L = 12, C = 1.5, C_F = 4, N = 768 (rss, no log factor) 2.66·10³ (p = 0) vs 3.99·10⁴
+    row = orders_table("rss")["frobenius"]["ours"].subs({L: 12, C: sp.Rational(3, 2), C_F: 4, N: 768})
+    assert float(row) == pytest.approx(math.sqrt(12) * 768)
+    p2 = float((sp.sqrt(L) * frobenius_holder_term(2)).subs({L: 12, C: sp.Rational(3, 2), C_F: 4, N: 768}))
+    assert p2 == pytest.approx(3.99e4, rel=2e-3) and float(row) == pytest.approx(2.66e3, rel=2e-3)
+
+
+def test_limit_in_depth_splits_min_and_drops_log_plus():
+    C = SYMBOLS["C"]
+    assert limit_in_depth(sp.Min(C**L, N) / N) == 1
+    assert limit_in_depth(sp.Min(C**L, N)) == N
+    assert limit_in_depth(sp.sqrt(sp.Max(L * sp.log(C), 0)) / sp.sqrt(L)) == sp.sqrt(sp.log(1 + sp.Symbol("c", positive=True)))
+
+
+def test_log_factor_constant_values_and_errors():
+    assert log_factor_constant(math.e) == pytest.approx(math.sqrt(2 + math.log(72)))
+    with pytest.raises(ValueError, match="nTN must exceed 1"):
+        log_factor_constant(1.0)
