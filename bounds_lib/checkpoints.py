@@ -53,11 +53,13 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
+from .propagation import LPHI_GELU_RELEASED
 from .validation import as_real_array, check_scalar
 
 __all__ = [
     "CheckpointError",
     "SUPPORTED_MODEL_TYPES",
+    "ACTIVATION_L_PHI",
     "ALLOW_DOWNLOAD_ENV",
     "TensorSource",
     "SafetensorsSource",
@@ -70,6 +72,8 @@ __all__ = [
     "detect_architecture",
     "iter_layers",
     "read_safetensors_header",
+    "weight_files",
+    "WEIGHT_FILES",
     "random_bert_state_dict",
 ]
 
@@ -460,30 +464,73 @@ def _read_weight_map(directory: Path, index: Path) -> dict:
     return {name: _shard_path(directory, index, shard) for name, shard in wm.items()}
 
 
+#: Weight files of a model folder in the order transformers' ``from_pretrained`` looks for them (the first
+#: one present is loaded, whatever else the folder holds): single safetensors file, safetensors shard
+#: index, PyTorch file, PyTorch shard index.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def _sharded(directory: Path, index: Path, cls, config: dict, desc: str) -> TensorSource:
+    weight_map = _read_weight_map(directory, index)
+    shards = sorted(set(weight_map.values()))
+    missing = [s for s in shards if not s.is_file()]
+    if missing:
+        raise CheckpointError(f"{index}: shard {missing[0].name} listed in the index is missing")
+    return cls(shards, config, desc, weight_map=weight_map)
+
+
+def weight_files(directory) -> list[Path]:
+    """The files :func:`open_checkpoint` reads for the model folder ``directory`` (index and shards included).
+
+    The choice is transformers' (``_get_resolved_checkpoint_files``): the file ``config.json`` names
+    in ``transformers_weights``, else the first of :data:`WEIGHT_FILES` present — so a stale
+    ``model.safetensors`` next to a shard index is what both read; a folder with none of them falls
+    back to its ``*.safetensors`` files (transformers refuses such a folder).
+    """
+    directory = Path(directory)
+    config = _load_config(directory)
+    name, _ = _choose_weights(directory, config)
+    if name.endswith(".index.json"):
+        return [directory / name, *sorted(set(_read_weight_map(directory, directory / name).values()))]
+    if name == "*.safetensors":
+        return sorted(directory.glob("*.safetensors"))
+    return [directory / name]
+
+
+def _choose_weights(directory: Path, config: dict) -> tuple[str, type]:
+    """``(file name, source class)`` of the weights transformers would load from ``directory``."""
+    explicit = config.get("transformers_weights")
+    if explicit is not None:
+        if not isinstance(explicit, str) or not explicit.endswith((".safetensors", ".safetensors.index.json")):
+            raise CheckpointError(f"{directory / 'config.json'}: transformers_weights = {explicit!r} is neither a "
+                                  "*.safetensors file nor a *.safetensors.index.json shard index (as transformers "
+                                  "requires)")
+        path = _shard_path(directory, directory / "config.json", explicit)
+        if not path.is_file():
+            raise CheckpointError(f"{directory / 'config.json'}: transformers_weights names {explicit!r}, which is "
+                                  "not a file of the model folder")
+        return os.fspath(path.relative_to(directory)), SafetensorsSource
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return name, (SafetensorsSource if "safetensors" in name else TorchBinSource)
+    if any(directory.glob("*.safetensors")):
+        return "*.safetensors", SafetensorsSource
+    raise CheckpointError(f"{directory}: no weights found (expected model.safetensors, a sharded "
+                          "model.safetensors.index.json, or pytorch_model.bin)")
+
+
 def _open_directory(directory: Path, description: str | None = None) -> TensorSource:
     desc = description or str(directory)
     if not any(directory.iterdir()):
         raise CheckpointError(f"{directory}: the directory is empty (expected config.json and weights)")
     config = _load_config(directory)
-    for index_name, cls in (("model.safetensors.index.json", SafetensorsSource),
-                            ("pytorch_model.bin.index.json", TorchBinSource)):
-        index = directory / index_name
-        if index.is_file():
-            weight_map = _read_weight_map(directory, index)
-            shards = sorted(set(weight_map.values()))
-            missing = [s for s in shards if not s.is_file()]
-            if missing:
-                raise CheckpointError(f"{index}: shard {missing[0].name} listed in the index is missing")
-            return cls(shards, config, desc, weight_map=weight_map)
-    if (directory / "model.safetensors").is_file():
-        return SafetensorsSource([directory / "model.safetensors"], config, desc)
-    others = sorted(directory.glob("*.safetensors"))
-    if others:
-        return SafetensorsSource(others, config, desc)
-    if (directory / "pytorch_model.bin").is_file():
-        return TorchBinSource([directory / "pytorch_model.bin"], config, desc)
-    raise CheckpointError(f"{directory}: no weights found (expected model.safetensors, a sharded "
-                          "model.safetensors.index.json, or pytorch_model.bin)")
+    name, cls = _choose_weights(directory, config)
+    if name.endswith(".index.json"):
+        return _sharded(directory, directory / name, cls, config, desc)
+    if name == "*.safetensors":
+        return SafetensorsSource(sorted(directory.glob("*.safetensors")), config, desc)
+    return cls([directory / name], config, desc)
 
 
 def _env_true(name: str) -> bool:
@@ -667,6 +714,34 @@ _FAMILY_OF = {
 #: ``config.json`` ``model_type`` values this module reads.
 SUPPORTED_MODEL_TYPES = tuple(_FAMILY_OF)
 
+
+def _silu_lipschitz() -> float:
+    """``max_x SiLU'(x)`` with ``SiLU(x) = x σ(x)``: ``SiLU'' = σ'(x)(2 + x(1 − 2σ(x))) = 0`` where
+    ``x tanh(x/2) = 2`` (bisection on [2, 3]); the value ``σ(x)(1 + x(1 − σ(x))) = 1.0998…``. QuickGELU,
+    ``x σ(1.702 x)``, has the same maximum slope (substitute ``u = 1.702 x``)."""
+    lo, hi = 2.0, 3.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mid * math.tanh(mid / 2) < 2.0 else (lo, mid)
+    x = 0.5 * (lo + hi)
+    s = 1.0 / (1.0 + math.exp(-x))
+    return s * (1.0 + x * (1.0 - s))
+
+
+#: The activations a checkpoint may name (transformers' ``ACT2FN`` keys) and the global Lipschitz
+#: constant ``L_φ`` the proxies use for each (Chapter 3's ``Λ``): every GELU variant (exact ``erf``,
+#: tanh and sigmoid approximations, clipped) the released ``1.13`` (their largest slope is 1.12890…
+#: resp. 1.12899…); SiLU/Swish and QuickGELU ``1.0998…``; ReLU, ReLU6, leaky ReLU (slope 0.01), tanh
+#: and the identity 1; the sigmoid 1/4. Names transformers knows without a global constant here
+#: (``relu2``, ``prelu``, ``xielu``, …) are refused, as are names transformers does not know.
+ACTIVATION_L_PHI = {
+    **dict.fromkeys(("gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh",
+                     "gelu_python_tanh", "gelu_accurate"), LPHI_GELU_RELEASED),
+    **dict.fromkeys(("silu", "swish", "quick_gelu"), _silu_lipschitz()),
+    **dict.fromkeys(("relu", "relu6", "leaky_relu", "tanh", "linear"), 1.0),
+    "sigmoid": 0.25,
+}
+
 # role -> tensor name suffix inside block ``{prefix}{stack}.{i}.``
 _ROLES = {
     "bert": ("encoder.layer", {
@@ -748,13 +823,58 @@ def _positive_int(value, name):
         raise CheckpointError(f"config.json: {name} must be a positive integer, got {value!r}") from None
 
 
-def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = False) -> ArchitectureSpec:
+def _activation(config: dict, key: str, default: str, description: str) -> str:
+    """The activation named by ``config[key]`` (``default`` when the key is absent), as transformers reads it.
+
+    transformers builds the activation with ``ACT2FN[name]``, which raises for a name it does not know,
+    so such a model does not load there; it is refused here too, and so is a name whose global Lipschitz
+    constant :data:`ACTIVATION_L_PHI` does not hold (``relu2``, ``prelu``, …: the propagation
+    factor needs one).
+    """
+    act = config.get(key, default)
+    if not isinstance(act, str) or act not in ACTIVATION_L_PHI:
+        raise CheckpointError(f"{description}: config.json {key} = {act!r} is not a supported activation; "
+                              "supported: " + ", ".join(sorted(ACTIVATION_L_PHI)))
+    return act
+
+
+def _stack_prefix(source: TensorSource, stack: str, first: str, model_type, prefix):
+    """The one name prefix under which ``source`` holds the layer stack; ambiguity is refused.
+
+    A file with two stacks (``student.``/``teacher.``, ``encoder_q.``/``encoder_k.``) holds two models;
+    picking one by a rule the user did not choose would analyse either silently, so the candidates are
+    listed and ``prefix`` must name one.
+    """
+    pat = re.compile(r"^(.*?)" + re.escape(f"{stack}.0.{first}") + r"$")
+    found = sorted({m.group(1) for n in source.names() if (m := pat.match(n))}, key=lambda p: (len(p), p))
+    if not found:
+        raise CheckpointError(f"{source.description}: no tensor named like '{stack}.0.{first}' — the weights "
+                              f"do not match the {model_type!r} layout of config.json")
+    shown = ", ".join(repr(p) for p in found)
+    if prefix is not None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a tensor-name prefix (str), got {type(prefix).__name__} {prefix!r}")
+        if prefix not in found:
+            raise CheckpointError(f"{source.description}: no layer stack under the prefix {prefix!r}; the "
+                                  f"weights hold one under {shown}")
+        return prefix
+    if len(found) > 1:
+        raise CheckpointError(f"{source.description}: the weights hold {len(found)} {model_type!r} layer stacks, "
+                              f"under the prefixes {shown}; which one to analyse is ambiguous — choose one "
+                              "with --prefix (prefix= in Python)")
+    return found[0]
+
+
+def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = False,
+                        prefix: str | None = None) -> ArchitectureSpec:
     """Read the layout of ``source`` from its config and tensor names, checking every layer's tensors.
 
-    Raises :class:`CheckpointError` naming the problem: an unsupported ``model_type``, heads that do
-    not divide the hidden size, a layer without one of its tensors, a tensor of the wrong shape, or
-    weights with more layers than ``config.json`` declares (unless ``allow_extra_layers``: the caller
-    analyses a prefix on purpose).
+    Raises :class:`CheckpointError` naming the problem: an unsupported ``model_type`` or activation,
+    heads that do not divide the hidden size, a size that is not a positive integer (``n_inner: 0``
+    included: transformers would build a zero-width layer), two layer stacks under different name
+    prefixes (unless ``prefix`` names one of them), a layer without one of its tensors, a tensor of
+    the wrong shape, or weights with more layers than ``config.json`` declares (unless
+    ``allow_extra_layers``: the caller analyses a prefix on purpose).
     """
     cfg = source.config
     model_type = cfg.get("model_type")
@@ -765,32 +885,39 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
     if family is None:
         raise CheckpointError(f"{source.description}: unsupported architecture {model_type!r}; supported "
                               "model types: " + ", ".join(SUPPORTED_MODEL_TYPES))
+    desc = source.description
+    # absent keys take transformers' config defaults; a key present with a falsy value (0, "") is
+    # validated, never replaced by the default (transformers tests ``is None``, not truth)
     if family == "bert":
         L = _cfg(cfg, "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "hidden_size", what="hidden size")
         H = _cfg(cfg, "num_attention_heads", what="number of heads")
         F = _cfg(cfg, "intermediate_size", what="feed-forward width")
-        act, Hk, hd = cfg.get("hidden_act", "gelu"), H, None
+        act, Hk, hd = _activation(cfg, "hidden_act", "gelu", desc), H, None
     elif family == "distilbert":
         L = _cfg(cfg, "n_layers", "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "dim", "hidden_size", what="hidden size")
         H = _cfg(cfg, "n_heads", "num_attention_heads", what="number of heads")
         F = _cfg(cfg, "hidden_dim", "intermediate_size", what="feed-forward width")
-        act, Hk, hd = cfg.get("activation", "gelu"), H, None
+        act, Hk, hd = _activation(cfg, "activation", "gelu", desc), H, None
     elif family == "gpt2":
         L = _cfg(cfg, "n_layer", "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "n_embd", "hidden_size", what="hidden size")
         H = _cfg(cfg, "n_head", "num_attention_heads", what="number of heads")
-        F = cfg.get("n_inner") or (4 * N if isinstance(N, int) else None)
-        act, Hk, hd = cfg.get("activation_function", "gelu_new"), H, None
+        # transformers' GPT-2 MLP: ``n_inner if n_inner is not None else 4 * hidden_size``
+        F = cfg.get("n_inner")
+        if F is None:
+            F = 4 * _positive_int(N, "hidden size")
+        act, Hk, hd = _activation(cfg, "activation_function", "gelu_new", desc), H, None
     else:
         L = _cfg(cfg, "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "hidden_size", what="hidden size")
         H = _cfg(cfg, "num_attention_heads", what="number of heads")
         F = _cfg(cfg, "intermediate_size", what="feed-forward width")
-        Hk = cfg.get("num_key_value_heads") or H
+        Hk = cfg.get("num_key_value_heads")
+        Hk = H if Hk is None else Hk
         hd = cfg.get("head_dim")
-        act = cfg.get("hidden_act", "silu")
+        act = _activation(cfg, "hidden_act", "silu", desc)
     L, N, H, Hk, F = (_positive_int(v, n) for v, n in
                       ((L, "number of layers"), (N, "hidden size"), (H, "number of heads"),
                        (Hk, "number of key/value heads"), (F, "feed-forward width")))
@@ -805,13 +932,9 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
 
     stack, roles = _ROLES[family]
     first = next(iter(roles.values()))
-    pat = re.compile(r"^(.*?)" + re.escape(f"{stack}.0.{first}") + r"$")
-    prefixes = sorted({m.group(1) for n in source.names() if (m := pat.match(n))}, key=len)
-    if not prefixes:
-        raise CheckpointError(f"{source.description}: no tensor named like '{stack}.0.{first}' — the weights "
-                              f"do not match the {model_type!r} layout of config.json")
     spec = ArchitectureSpec(family=family, model_type=str(model_type), n_layers=L, hidden=N, n_heads=H,
-                            n_kv_heads=Hk, head_dim=hd, d_ff=F, activation=str(act), prefix=prefixes[0],
+                            n_kv_heads=Hk, head_dim=hd, d_ff=F, activation=act,
+                            prefix=_stack_prefix(source, stack, first, model_type, prefix),
                             gated_ffn=(family == "llama"))
     extra = f"{spec.prefix}{stack}.{L}.{first}"
     if extra in source and not allow_extra_layers:

@@ -233,7 +233,8 @@ def format_table(report) -> str:
     a = report.arch
     lines = [f"{report.source}",
              f"  {a.model_type}: L={a.n_layers} N={a.hidden} heads={a.n_heads} kv_heads={a.n_kv_heads} "
-             f"d_h={a.head_dim} d_ff={a.d_ff} | mode={report.mode} dtype={report.dtype} "
+             f"d_h={a.head_dim} d_ff={a.d_ff} {a.activation} (L_φ={report.L_phi:.4g}) | mode={report.mode} "
+             f"dtype={report.dtype} "
              f"logit scale={report.logit_scale:.4g} | grid m={round(1 / report.grid[1])} ({report.grid.size} points)",
              ""]
     head = (f"{'layer':>5} {'max σ1 QK':>10} {'max σ1 Ṽ':>10} {'σ1 M_in':>9} {'σ1 M_out':>9} "
@@ -314,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="multiply every QK_h: 1 (released, default), inv_sqrt_dh, or a number")
         sp.add_argument("--gamma-lphi", action="store_true", help="put L_φ into γ (the released γ omits it)")
         sp.add_argument("--layers", type=int, default=None, help="analyse only the first K layers (a prefix)")
+        sp.add_argument("--prefix", default=None, metavar="NAME_PREFIX",
+                        help="the tensor-name prefix of the layer stack to analyse when the weights hold "
+                             "several (e.g. 'teacher.'); without it such a file is refused")
         sp.add_argument("--json", type=Path, help="write the full report as JSON (atomically)")
         sp.add_argument("--csv", type=Path, help="write one row per matrix (analyze) or per model (scaling)")
         sp.add_argument("--plots", type=Path, help="write the figures as PNG files into this folder")
@@ -473,7 +477,7 @@ def _analyze_one(model, args, label=None):
     try:
         sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, n_layers=args.layers, progress=bar,
                              entrywise=args.entrywise, allow_download=True if args.allow_download else None,
-                             jobs=args.jobs, download_timeout=args.download_timeout)
+                             jobs=args.jobs, download_timeout=args.download_timeout, prefix=args.prefix)
     finally:
         close_bar()
     t1 = time.perf_counter()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .checkpoints import ArchitectureSpec
+from .checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
 from .norms import norm_11, norm_21, singular_values
 from .peeling import aggregate_rss, aggregate_sum, logsumexp, posthoc_choice, posthoc_grid
 from .propagation import (
@@ -267,8 +267,10 @@ class ScoringOptions:
         Multiplies every ``QK_h`` (σ, (2,1) and (1,1) norms scale, the rank does not): a positive
         finite number, or ``"inv_sqrt_dh"`` for ``1/√d_h`` (real attention scales its logits; the
         released proxies do not, ``1.0``).
-    L_phi : float
-        Lipschitz constant of the activation (released: ``1.13`` for GELU).
+    L_phi : float, optional
+        Lipschitz constant of the activation. Default ``None``: the constant of the activation the
+        checkpoint's config names (:data:`bounds_lib.checkpoints.ACTIVATION_L_PHI`; the released
+        ``1.13`` for GELU, 1 for ReLU, ``1.0998…`` for SiLU); a number overrides it.
     softmax_const : float
         The softmax's (∞,1) constant (released: 2).
     gamma_L_phi : bool
@@ -285,7 +287,7 @@ class ScoringOptions:
     Examples
     --------
     >>> ScoringOptions()
-    ScoringOptions(logit_scale=1.0, L_phi=1.13, softmax_const=2.0, gamma_L_phi=False)
+    ScoringOptions(logit_scale=1.0, L_phi=None, softmax_const=2.0, gamma_L_phi=False)
     >>> ScoringOptions(gamma_L_phi=1)
     Traceback (most recent call last):
         ...
@@ -293,7 +295,7 @@ class ScoringOptions:
     """
 
     logit_scale: float | str = 1.0
-    L_phi: float = LPHI_GELU_RELEASED
+    L_phi: float | None = None
     softmax_const: float = SOFTMAX_LINF_L1_RELEASED
     gamma_L_phi: bool = False
 
@@ -304,10 +306,21 @@ class ScoringOptions:
         else:
             check_scalar(self.logit_scale, "logit_scale (a positive finite number or 'inv_sqrt_dh')", float,
                          min_val=0, include_boundaries="neither")
-        check_scalar(self.L_phi, "L_phi (Lipschitz constant of the activation)", float, min_val=0,
-                     include_boundaries="neither")
+        if self.L_phi is not None:
+            check_scalar(self.L_phi, "L_phi (Lipschitz constant of the activation)", float, min_val=0,
+                         include_boundaries="neither")
         check_scalar(self.softmax_const, "softmax_const", float, min_val=0, include_boundaries="neither")
         check_bool(self.gamma_L_phi, "gamma_L_phi")
+
+    def L_phi_for(self, arch: ArchitectureSpec) -> float:
+        """``L_φ`` for ``arch``: the given ``L_phi``, else that of ``arch.activation`` (ValueError if unknown)."""
+        if self.L_phi is not None:
+            return float(self.L_phi)
+        try:
+            return ACTIVATION_L_PHI[arch.activation]
+        except (KeyError, TypeError):
+            raise ValueError(f"activation {arch.activation!r} has no Lipschitz constant here; supported: "
+                             + ", ".join(sorted(ACTIVATION_L_PHI)) + "; or pass L_phi=") from None
 
     def scale_for(self, arch: ArchitectureSpec) -> float:
         """The logit scale as a float for ``arch`` (``1/√d_h`` for ``"inv_sqrt_dh"``; checked when made)."""
@@ -396,6 +409,7 @@ class BoundReport(_ArchitectureSizes):
     log_B_ours_rss: float
     log_B_edelman: float
     log_B_11: float
+    L_phi: float = LPHI_GELU_RELEASED
     source: str = ""
     meta: dict = field(default_factory=dict, compare=False)
 
@@ -448,8 +462,8 @@ class BoundReport(_ArchitectureSizes):
         return {
             "model": self.source, "architecture": self.arch.to_dict(), "mode": self.mode, "dtype": self.dtype,
             "options": {"logit_scale": self.options.logit_scale, "logit_scale_value": self.logit_scale,
-                        "L_phi": self.options.L_phi, "softmax_const": self.options.softmax_const,
-                        "gamma_L_phi": self.options.gamma_L_phi},
+                        "L_phi": self.options.L_phi, "L_phi_value": self.L_phi,
+                        "softmax_const": self.options.softmax_const, "gamma_L_phi": self.options.gamma_L_phi},
             "grid": self.grid.tolist(),
             "log10_Lambda": (self.log_Lambda / math.log(10)).tolist(),
             "log10_alpha": (self.log_alpha / math.log(10)).tolist(),
@@ -545,11 +559,12 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
         idx = (m.layer, m.head) if m.head >= 0 else m.layer
         C[m.matrix_type][idx], n21[m.matrix_type][idx], n11[m.matrix_type][idx] = m.sigma1, m.norm_21, m.norm_11
 
-    log_Lam = log_layer_lipschitz_multihead(C["M_in"], C["M_out"], C["V"], C["QK"], L_phi=options.L_phi,
+    L_phi = options.L_phi_for(arch)
+    log_Lam = log_layer_lipschitz_multihead(C["M_in"], C["M_out"], C["V"], C["QK"], L_phi=L_phi,
                                             softmax_const=options.softmax_const)
     log_al = log_alpha(log_Lam)
     log_gam = log_gamma_multihead(C["M_in"], C["M_out"], C["V"], C["QK"],
-                                  L_phi=options.L_phi if options.gamma_L_phi else None,
+                                  L_phi=L_phi if options.gamma_L_phi else None,
                                   softmax_const=options.softmax_const)
     log_K = {k: log_scale_K(v, log_al[:, None] if np.ndim(v) == 2 else log_al, L) for k, v in log_gam.items()}
     grid = posthoc_grid(L, N)
@@ -580,7 +595,7 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
         log_Lambda=np.asarray(log_Lam, dtype=np.float64), log_alpha=np.asarray(log_al, dtype=np.float64),
         matrices=tuple(scores),
         log_B_ours_sum=aggregate_sum(log_T_stars, L), log_B_ours_rss=aggregate_rss(log_T_stars, L),
-        log_B_edelman=log_edelman(n21), log_B_11=log_edelman(n11),
+        log_B_edelman=log_edelman(n21), log_B_11=log_edelman(n11), L_phi=L_phi,
         source=spectra.source, meta=dict(spectra.meta),
     )
 
@@ -599,7 +614,8 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
     mode, dtype, n_layers, cache, progress, allow_download, entrywise, jobs, layers
         As in :func:`~bounds_lib.spectra.compute_spectra` (``layers`` is the old name of ``n_layers``).
     options, **kw
-        As in :func:`score`; ``config`` and ``download_timeout`` in ``kw`` go to ``compute_spectra``.
+        As in :func:`score`; ``config``, ``download_timeout`` and ``prefix`` in ``kw`` go to
+        ``compute_spectra``.
 
     Returns
     -------
@@ -618,7 +634,7 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
     >>> rep.L, rep.mode, len(rep.select("QK"))
     (1, 'paper', 2)
     """
-    spectra_kw = {k: kw.pop(k) for k in ("config", "download_timeout") if k in kw}
+    spectra_kw = {k: kw.pop(k) for k in ("config", "download_timeout", "prefix") if k in kw}
     sp = compute_spectra(model, mode=mode, dtype=dtype, n_layers=n_layers, layers=layers, cache=cache,
                          progress=progress, allow_download=allow_download, entrywise=entrywise, jobs=jobs,
                          **spectra_kw)

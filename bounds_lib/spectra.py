@@ -419,7 +419,8 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
 def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: int | None = None,
                     cache: SpectraCache | None = None, entrywise: bool = True, progress=None,
                     allow_download: bool | None = None, config=None, jobs: int = 1,
-                    download_timeout: float | None = None, layers: int | None = None) -> ModelSpectra:
+                    download_timeout: float | None = None, layers: int | None = None,
+                    prefix: str | None = None) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (Chapter 6; see the module docstring).
 
     The whole model is validated (layout, shapes) before any SVD; weights are read one layer at a
@@ -451,6 +452,9 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         The gain is the overlap of reading, products and norms with the SVDs (``benchmarks/``).
     layers : int, optional
         Old name of ``n_layers`` (kept for existing callers).
+    prefix : str, optional
+        The tensor-name prefix of the layer stack to analyse, when the weights hold several
+        (:func:`bounds_lib.checkpoints.detect_architecture` refuses to guess).
 
     Returns
     -------
@@ -493,7 +497,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     jobs = check_scalar(jobs, "jobs (worker threads; 0: one per CPU core)", int, min_val=0)
     t0 = time.perf_counter()
     source = open_checkpoint(model, config=config, allow_download=allow_download, download_timeout=download_timeout)
-    arch = detect_architecture(source, allow_extra_layers=n_layers is not None)
+    arch = detect_architecture(source, allow_extra_layers=n_layers is not None, prefix=prefix)
     if n_layers is not None:
         n_layers = check_scalar(n_layers, f"{n_layers_name} (a prefix length; the model has {arch.n_layers} layers)",
                                 int, min_val=1, max_val=arch.n_layers)

@@ -5,6 +5,8 @@ attention logits of every head (``q_h · k_h`` from the projection modules, with
 ``repeat_kv`` for grouped-query attention) must equal ``X QK_h Xᵀ``, and head ``h``'s output through
 the output projection must equal ``X Ṽ_h``.
 """
+import json
+import shutil
 import struct
 
 import numpy as np
@@ -332,3 +334,63 @@ def test_finiteness_check_is_exact():
     mixed[:2] = [np.inf, -np.inf]                 # inf + (-inf) = NaN in the sum: still caught
     with pytest.raises(CheckpointError, match="2 NaN or infinite"):
         StateDictSource({"w": mixed}, {}).read("w")
+
+
+# ------------------------------------------------------------------ the weights transformers loads (issue 21)
+
+
+def _loaded_by_transformers(name, path):
+    """The model ``from_pretrained`` builds from ``path`` (the class of :data:`TINY`), in float64."""
+    _, model_class, _, _ = TINY[name]
+    transformers.logging.set_verbosity_error()
+    return getattr(transformers, model_class).from_pretrained(path).double().eval()
+
+
+@pytest.mark.parametrize("layout", ["single file", "shards", "shards + stale single file", "pytorch .bin",
+                                    "config names the file"])
+@pytest.mark.parametrize("name", list(TINY))
+def test_weights_read_are_those_from_pretrained_loads(name, layout, tmp_path):
+    """For every supported architecture and folder layout, the matrices bounds-lib extracts are those of
+    the model transformers' own ``from_pretrained`` loads from the same folder — including a folder with
+    a shard index *and* a stale ``model.safetensors`` of another model (transformers loads the single
+    file), and a config whose ``transformers_weights`` names the file to load."""
+    model, family = _tiny(name)
+
+    def save_single(file_name):  # `model` as one safetensors file of the folder, written by transformers
+        model.save_pretrained(tmp_path / "single")
+        (tmp_path / "single" / "model.safetensors").rename(tmp_path / file_name)
+        shutil.rmtree(tmp_path / "single")
+
+    torch.manual_seed(1)
+    other = getattr(transformers, TINY[name][1])(model.config)  # same shapes, other weights
+    if layout == "pytorch .bin":
+        (tmp_path / "config.json").write_text(model.config.to_json_string())
+        torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    elif layout == "single file":
+        model.save_pretrained(tmp_path)
+    else:
+        other.save_pretrained(tmp_path, max_shard_size="1KB")   # the shards hold `other`
+        assert (tmp_path / "model.safetensors.index.json").is_file()
+        if layout == "shards":
+            model = other
+        elif layout == "shards + stale single file":
+            save_single("model.safetensors")
+        else:
+            save_single("chosen.safetensors")
+            cfg = json.loads((tmp_path / "config.json").read_text())
+            (tmp_path / "config.json").write_text(json.dumps({**cfg, "transformers_weights": "chosen.safetensors"}))
+    loaded = _loaded_by_transformers(name, tmp_path)
+    # the test's premise: transformers loaded `model`, not `other`
+    ref = dict(model.double().state_dict())
+    assert all(torch.equal(v, ref[k]) for k, v in loaded.state_dict().items() if k in ref and "layer" in k)
+    src = open_checkpoint(tmp_path)
+    spec = detect_architecture(src)
+    X = torch.from_numpy(np.random.default_rng(2).standard_normal((T_TOKENS, spec.hidden)))
+    for lw in iter_layers(src, spec):
+        with torch.no_grad():
+            q, k, head_out, ffn_in, _ = _direct_heads(_blocks(loaded, family)[lw.layer], family, X, spec)
+            for h in range(spec.n_heads):
+                np.testing.assert_allclose(X.numpy() @ lw.QK(h) @ X.numpy().T, (q[:, h] @ k[:, h].T).numpy(),
+                                           rtol=1e-10, atol=1e-12)
+                np.testing.assert_allclose(X.numpy() @ lw.V_tilde(h), head_out(h).numpy(), rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(X.numpy() @ lw.M_in, ffn_in(X).numpy(), rtol=1e-10, atol=1e-12)

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bounds_lib.checkpoints import ArchitectureSpec
+from bounds_lib.checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
 from bounds_lib.scoring import BoundReport, ScoringOptions, log10_or_value, score
 from bounds_lib.spectra import MatrixSpectrum, ModelSpectra
 
@@ -303,7 +303,9 @@ def test_summary_rows_and_dict():
         assert summ[key]["log10"] == pytest.approx(want / ln10, rel=REL)
         assert summ[key]["value"] == pytest.approx(math.exp(want), rel=1e-11)
     d = rep.to_dict()
-    assert d["options"] == {"logit_scale": 1.0, "logit_scale_value": 1.0, "L_phi": 1.13, "softmax_const": 1.0,
+    # L_phi not given: the constant of the spectra's activation ("gelu": the released 1.13), recorded as used
+    assert d["options"] == {"logit_scale": 1.0, "logit_scale_value": 1.0, "L_phi": None,
+                            "L_phi_value": ACTIVATION_L_PHI[sp.arch.activation], "softmax_const": 1.0,
                             "gamma_L_phi": True}
     np.testing.assert_allclose(d["log10_Lambda"], np.array(ref["Lambda"]) / ln10, rtol=REL)
     row, r = d["matrices"][0], ref["rows"][0]
