@@ -48,6 +48,7 @@ from .scoring import PROXY_NAMES, SINGLE_HEAD_MATRIX_TYPES, single_head_proxies
 from .validation import check_scalar
 
 __all__ = [
+    "result_row",
     "FULL_GRID",
     "SMALL_GRID",
     "COMMON_LOSS_GRID",
@@ -238,7 +239,30 @@ def run_config(config, weights_dir=None) -> dict:
     from .training import train
 
     res = train(config)
-    model = res.model
+    row = result_row(res)
+    if weights_dir is not None:
+        import pathlib
+
+        d = pathlib.Path(weights_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        c = config
+        name = f"L{c.L}_N{c.N}_n{c.n_train}_{'rand' if c.random_labels else 'real'}_s{c.seed}"
+        save_model(res.model, d / name, meta={"config": config.as_dict()})
+        row["weights_file"] = name
+    return row
+
+
+def result_row(res) -> dict:
+    """The results row of a finished :func:`bounds_lib.training.train` run (what :func:`run_config` stores).
+
+    Examples
+    --------
+    >>> from bounds_lib.training import TrainConfig, train
+    >>> res = train(TrainConfig(L=1, N=4, n_train=16, T=4, s=1, steps=3, n_test=16))
+    >>> result_row(res)["train_error"] == res.train_error
+    True
+    """
+    config, model = res.config, res.model
     row = {"config": config.as_dict(), **res.metrics(), "seconds": res.seconds,
            "loss_curve_every_10": res.loss_curve[::10] + [res.loss_curve[-1]]}
     if config.stop_loss is not None:  # only then: rows of fixed-step grids keep their format
@@ -250,15 +274,6 @@ def run_config(config, weights_dir=None) -> dict:
         row["test_correct_hex"] = np.packbits(res.test_correct).tobytes().hex()
         row["singular_values"] = _spectra(model)
         row["init_singular_values"] = _spectra(_initial_model(config))
-    if weights_dir is not None:
-        import pathlib
-
-        d = pathlib.Path(weights_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        c = config
-        name = f"L{c.L}_N{c.N}_n{c.n_train}_{'rand' if c.random_labels else 'real'}_s{c.seed}"
-        save_model(model, d / name, meta={"config": config.as_dict()})
-        row["weights_file"] = name
     return row
 
 

@@ -9,6 +9,11 @@ so that builds of two commits with different code compare too) — and the text 
 ``text/plain``, ``text/latex``, ``text/html``, glued values) of every code cell must be identical.
 Images are compared by their decoded pixels' hash. Exit status 1 on any difference, with the
 notebook, cell and first differing line printed.
+
+Exact comparison is right for two builds on **one machine** (the same CPU kind, environment and
+thread counts: executions are deterministic there). Builds on two CPU kinds differ in the last digits
+of numbers from training, BLAS and LAPACK, and in the pixels of figures drawn from them; across
+machines, committed results are checked by ``bounds_lib.reproduce`` to a measured tolerance instead.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The training grids (bounds_lib.grid): the small presets' format, the runner's backends (processes,
-Dask), resuming, reuse, merging, the progress bar, and committed rows regenerating exactly (Chapters 7–8)."""
+Dask), resuming, reuse, merging and the progress bar (Chapters 7–8). Regenerating the committed rows
+on this machine, to the measured tolerance: tests/test_reproduce.py."""
 import json
 import math
 import os
@@ -47,18 +48,6 @@ def test_small_grid_reproduces_the_format_and_checkpoints(tmp_path):
     assert s == c
 
 
-def test_committed_row_regenerates_exactly():
-    committed = json.loads(COMMITTED.read_text())
-    rows = committed["rows"]
-    assert len(rows) == len(grid_configs(committed["metadata"]["grid"]))
-    cheapest = min(rows, key=lambda r: (r["config"]["L"] * r["config"]["N"] ** 2 * r["config"]["n_train"]))
-    torch.set_num_threads(1)
-    fresh = json.loads(json.dumps(run_config(TrainConfig(**cheapest["config"]))))
-    for key in ("train_loss", "train_error", "test_loss", "test_error", "gap_loss", "gap_error",
-                "loss_curve_every_10", "proxies", "config"):
-        assert fresh[key] == cheapest[key], key
-
-
 def test_reuse_copies_identical_rows(tmp_path):
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     main(["--out", str(first), "--small"])
@@ -92,20 +81,6 @@ def test_common_loss_preset_small_runs_and_matches_the_committed_format(tmp_path
     assert _strip(json.loads(one.read_text())["rows"]) == _strip(small["rows"])
     committed = json.loads(COMMITTED_COMMON_LOSS.read_text())
     assert _structure(small) == _structure(committed)
-
-
-def test_committed_common_loss_row_regenerates_exactly():
-    committed = json.loads(COMMITTED_COMMON_LOSS.read_text())
-    rows = committed["rows"]
-    assert len(rows) + committed["metadata"].get("n_cut", 0) == len(grid_configs(committed["metadata"]["grid"]))
-    reached = [r for r in rows if r["reached_target"]]
-    cheapest = min(reached, key=lambda r: (r["config"]["L"] * r["config"]["N"] ** 2 * r["config"]["n_train"]
-                                           * r["steps_taken"]))
-    torch.set_num_threads(1)
-    fresh = json.loads(json.dumps(run_config(TrainConfig(**cheapest["config"]))))
-    for key in ("train_loss", "train_error", "test_loss", "test_error", "gap_loss", "gap_error",
-                "loss_curve_every_10", "proxies", "config", "steps_taken", "reached_target"):
-        assert fresh[key] == cheapest[key], key
 
 
 def _strip(rows):
@@ -178,15 +153,12 @@ def test_select_and_budget_extension_reuse(tmp_path):
         main(["--out", str(tmp_path / "c.json"), "--small", "--select", "depth=1"])
 
 
-def test_committed_study_row_regenerates_exactly():
+def test_committed_study_rows_are_complete_and_self_consistent():
+    """(Regenerating committed rows on this machine, to the measured tolerance: tests/test_reproduce.py.)"""
     study = R.load_results("study")
     assert len(study["rows"]) == len(grid_configs(study["metadata"]["grid"]))
-    cheap = [r for r in study["rows"] if r["config"]["n_train"] == 64 and r["config"].get("rank")]
-    row = min(cheap, key=lambda r: r["seconds"])
-    torch.set_num_threads(1)
-    fresh = json.loads(json.dumps(run_config(TrainConfig(**row["config"]))))
-    assert _strip([fresh]) == _strip([row])  # every number, the per-example results and the spectra
-    assert R.unpack_correct(row).mean() == 1 - row["test_error"]
+    for row in study["rows"]:
+        assert R.unpack_correct(row).mean() == 1 - row["test_error"]
 
 
 def test_merge_concatenates_parts_and_keeps_their_commands(tmp_path):

@@ -263,7 +263,7 @@ def test_unclosed_fence_is_an_error(tmp_path):
     assert line <= exc.value.line <= line + 4
 
 
-def test_cli_refuses_unknown_directive_and_writes_nothing(tmp_path):
+def test_cli_names_the_chapter_with_an_unknown_directive_and_writes_only_the_others(tmp_path):
     _book(tmp_path)
     bad = tmp_path / "notebooks" / "ch02_demo.md"
     bad.write_text(HEADER + "\n# Bad\n\nSome text.\n\n```{mystery} arg\nbody\n```\n")
@@ -273,7 +273,8 @@ def test_cli_refuses_unknown_directive_and_writes_nothing(tmp_path):
     assert r.returncode == 1
     line = bad.read_text().splitlines().index("```{mystery} arg") + 1
     assert f"{bad}:{line}: unknown MyST directive {{mystery}}" in r.stderr
-    assert not out.exists()
+    assert sorted(p.name for p in out.glob("*.ipynb")) == ["ch01_demo.ipynb"]
+    assert mk.verify_edition(out, tmp_path)[0].startswith(f"ch02_demo: failed ({bad}:{line}: unknown MyST")
 
 
 def test_raw_myst_detector_has_power():
@@ -314,3 +315,38 @@ def test_launch_urls_point_at_generated_notebooks():
     assert br.retarget_launch_url(binder, "notebooks") == (
         "https://mybinder.org/v2/gh/org/repo/notebooks?urlpath=tree/notebooks/ch01_setting.ipynb")
     assert br.retarget_launch_url("https://example.org/x.md", "nb") == "https://example.org/x.md"
+
+
+def test_a_failing_chapter_is_named_and_the_others_are_still_written(tmp_path):
+    """A cell that raises in one chapter: that chapter is reported, the others are written, and the
+    tree is refused at publish time (``verify``)."""
+    bad = CH2.replace("after = 2\n", "raise RuntimeError('planted failure')\n")
+    _book(tmp_path, bad)
+    out = tmp_path / "out"
+    with pytest.raises(mk.EditionIncomplete, match=r"ch02_demo\.md: a cell raised RuntimeError: planted failure"):
+        mk.build_edition("launch", out, None, root=tmp_path, log=lambda m: None)
+    assert (out / "notebooks" / "ch01_demo.ipynb").is_file()
+    assert not (out / "notebooks" / "ch02_demo.ipynb").exists()
+    problems = mk.verify_edition(out, tmp_path)
+    assert len(problems) == 1 and problems[0].startswith("ch02_demo: failed (a cell raised RuntimeError")
+    # the command line: exit 1, the failed chapter on stderr, the written one on stdout
+    proc = subprocess.run([sys.executable, str(TOOL), "launch", "--out", str(out), "--build", str(tmp_path / "none"),
+                           "--root", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1 and "error: ch02_demo.md not generated: a cell raised RuntimeError" in proc.stderr
+    assert "ch01_demo.ipynb" in proc.stdout
+    verify = subprocess.run([sys.executable, str(TOOL), "verify", str(out), "--root", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 1 and "ch02_demo: failed" in verify.stderr
+
+
+def test_verify_refuses_a_missing_chapter_and_accepts_a_complete_edition(tmp_path):
+    _book(tmp_path, CH1.replace("ch01", "ch02"))  # two chapters that need no execution
+    out = tmp_path / "out"
+    assert mk.verify_edition(out, tmp_path)[0].endswith("generate the edition first")
+    mk.build_edition("student", out, None, root=tmp_path, log=lambda m: None)
+    assert mk.verify_edition(out, tmp_path) == []
+    (out / "ch01_demo.ipynb").unlink()
+    assert mk.verify_edition(out, tmp_path) == [
+        f"ch01_demo: listed as written but {out / 'ch01_demo.ipynb'} does not exist"]
+    (tmp_path / "notebooks" / "ch03_new.md").write_text(CH1.replace("ch01", "ch03"))
+    assert "ch03_new: missing from the edition" in mk.verify_edition(out, tmp_path)
