@@ -8,27 +8,37 @@
 ``HF_HUB_OFFLINE`` is set; a download waits at most ``--download-timeout`` seconds).
 
 Outputs are all or nothing: every report and figure is computed completely and written to a
-temporary file next to its destination, then all are renamed into place together; if anything
-fails (or the run is interrupted) the files of this run are removed and replaced files restored, so
-the message "nothing was written" is true when printed. Output paths are checked before any work
-(folder exists and is writable; no two outputs on the same file; no output on a file of the model
-folder, such as its ``config.json``). An existing report keeps its file mode; an output path that is
-a symbolic link is written *through* (the file it points to is replaced, the link stays).
+temporary file next to its destination, then all are renamed into place together, under a lock on
+each destination folder (a second run writing there waits for the renames, up to a minute, so two
+runs never leave a mixed set or roll back over each other); if anything fails (or the run is
+interrupted by SIGINT, SIGTERM or SIGHUP, which are held off during the renames) the files of this
+run are removed and replaced files restored, so the message "nothing was written" is true when
+printed. Output paths are checked before any work (folder exists and is writable; no two outputs on
+the same file; no output on a file the model is read from — its ``config.json``, its weights and
+shards, a Hub snapshot's files). An existing report keeps its file mode; an output path that is a
+symbolic link is written *through* (the file it points to is replaced, the link stays); ``-`` is
+standard output (the table is then not printed), and an output that is not a regular file
+(``/dev/null``, a FIFO, ``/dev/stdout``) is written through, never replaced; a socket or block
+device is refused.
 ``--reproducible`` omits times and timings from the JSON report, so that two runs give identical
 bytes. Errors print one line and exit with status 1 (``--debug`` shows the traceback); bad usage
-exits with status 2; a closed pipe (``| head``) ends the program quietly with status 141, as for
-Unix tools stopped by SIGPIPE.
+exits with status 2; a stopping signal exits with 128 + its number; a closed pipe (``| head``) ends
+the program quietly with status 141, as for Unix tools stopped by SIGPIPE.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as _dt
+import fcntl
 import io
 import json
 import math
 import os
 import platform
+import signal
+import stat
 import sys
 import tempfile
 import time
@@ -69,22 +79,126 @@ def _through_links(path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+#: The output name that means standard output (``--json -``), as command-line tools read it.
+STDOUT = "-"
+#: Seconds a run waits for another run's final renames into the same folder (they take milliseconds).
+LOCK_WAIT_S = 60.0
+#: Signals that end a run cleanly (its outputs rolled back); held off while the final renames run.
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _same_file_as_fd(st, fd: int) -> bool:
+    try:
+        return os.path.samestat(st, os.fstat(fd))
+    except (OSError, ValueError):
+        return False
+
+
+def stream_target(path):
+    """How an output that is not replaced by a rename is written, or ``None`` for a regular file.
+
+    ``"stdout"`` for ``-`` or a path that is this process's standard output (``/dev/stdout`` into a
+    pipe, say); ``"stderr"`` likewise; ``"through"`` for an existing character device (``/dev/null``)
+    or FIFO, written through as ``open(path, "w")`` would. Raises :class:`_UserError` for any other
+    existing file that is not a regular file (a block device, a socket): never replaced, never written.
+    """
+    if str(path) == STDOUT:
+        return "stdout"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # a new file (a missing folder is reported by the output checks)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if not stat.S_ISDIR(st.st_mode) and _same_file_as_fd(st, fd):
+            return name
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return "through"
+    kind = "block device" if stat.S_ISBLK(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "special file"
+    raise _UserError(f"{path}: is a {kind}, not a regular file; an output is a regular file, a character device "
+                     "(/dev/null), a FIFO, or '-' (standard output)")
+
+
+#: Signals held off (see :func:`_signals_held`): nesting depth and the first signal that came meanwhile.
+_HOLD = {"depth": 0, "pending": None}
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold off SIGINT, SIGTERM and SIGHUP while the block runs; one that came is raised at its end.
+
+    Works with the handlers :func:`main` installs (:func:`_on_stop_signal`): a handler runs in the main
+    thread whichever thread the kernel delivered the signal to, and while a block is held it only
+    records the signal. (A per-thread signal mask would not do: BLAS and worker threads leave these
+    signals unblocked, so the kernel delivers them there.)
+    """
+    _HOLD["depth"] += 1
+    try:
+        yield
+    finally:
+        _HOLD["depth"] -= 1
+        if _HOLD["depth"] == 0 and _HOLD["pending"] is not None:
+            signum, _HOLD["pending"] = _HOLD["pending"], None
+            raise _Stopped(signum)
+
+
+class _FolderLocks:
+    """Exclusive ``flock`` locks on the folders an output set writes into (sorted: no deadlock).
+
+    Two runs that write into the same folder commit one after the other, so neither sees the other's
+    files half renamed, and a rollback never puts back files over another run's finished output.
+    """
+
+    def __init__(self, folders, wait_s: float):
+        self._fds = []
+        deadline = time.monotonic() + wait_s
+        try:
+            for folder in sorted({os.path.realpath(f) for f in folders}):
+                fd = os.open(folder, os.O_RDONLY)
+                self._fds.append(fd)
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise _UserError(f"another run has been writing its outputs into {folder} for more "
+                                             f"than {wait_s:g} s; wait for it, or choose other output paths") from None
+                        time.sleep(0.02)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self):
+        for fd in self._fds:
+            try:
+                os.close(fd)  # closing the descriptor drops its lock
+            except OSError:
+                pass
+        self._fds = []
+
+
 class OutputSet:
     """Files one run writes, all or nothing.
 
     ``add()`` writes each file's content to a temporary file in the destination's folder (figures
-    too, through ``add_file()``); ``commit()`` moves existing destinations aside, renames every
-    temporary into place, and only then deletes the old files. If anything fails or is interrupted
-    before ``commit()`` returns, ``rollback()`` deletes what this run created (temporaries, new
-    files, folders it made) and puts replaced files back. ``state`` is ``"nothing"`` (nothing of
-    this run remains), ``"written"`` (all outputs in place) or ``"partial"`` (a rollback failed;
-    ``problem`` says where).
+    too, through ``add_file()``); ``commit()`` locks the destination folders against another run's
+    commit, writes the outputs that are streams (``-``, ``/dev/null``, a FIFO: :func:`stream_target`),
+    moves existing destinations aside, renames every temporary into place, and only then deletes the
+    old files; SIGINT, SIGTERM and SIGHUP are held off during the renames. If anything fails or is
+    interrupted before ``commit()`` returns, ``rollback()`` deletes what this run created
+    (temporaries, new files, folders it made) and puts replaced files back. ``state`` is
+    ``"nothing"`` (nothing of this run remains), ``"written"`` (all outputs in place) or
+    ``"partial"`` (a rollback failed; ``problem`` says where).
     """
 
-    def __init__(self):
+    def __init__(self, lock_wait_s: float | None = None):
         self._staged = []          # (tmp, destination)
+        self._streams = []         # (target kind, path, data)
         self._dirs = []            # folders this run created (outermost first)
         self._done = []            # [destination, backup or None, moved aside] in commit order
+        self._lock_wait_s = LOCK_WAIT_S if lock_wait_s is None else lock_wait_s
         self.state = "nothing"
         self.problem = ""
 
@@ -95,17 +209,23 @@ class OutputSet:
             missing.append(f)
             f = f.parent
         for d in reversed(missing):
-            d.mkdir()
-            self._dirs.append(d)
+            with _signals_held():  # made and recorded together: a signal cannot leave it unrecorded
+                d.mkdir()
+                self._dirs.append(d)
 
     def _tmp_for(self, dest: Path) -> Path:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        os.close(fd)
-        self._staged.append((Path(tmp), dest))
+        with _signals_held():  # created and recorded together (a stray .tmp otherwise)
+            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+            os.close(fd)
+            self._staged.append((Path(tmp), dest))
         return Path(tmp)
 
     def add(self, path, data: str | bytes):
-        """Stage ``data`` for ``path``."""
+        """Stage ``data`` for ``path`` (a stream output is kept in memory and written at commit)."""
+        kind = stream_target(path)
+        if kind is not None:
+            self._streams.append((kind, path, data))
+            return
         dest = _through_links(path)
         tmp = self._tmp_for(dest)
         mode = "wb" if isinstance(data, bytes) else "w"
@@ -119,33 +239,67 @@ class OutputSet:
         dest = _through_links(path)
         write(self._tmp_for(dest))
 
+    def _write_streams(self):
+        for kind, path, data in self._streams:
+            try:
+                if kind in ("stdout", "stderr"):
+                    f = sys.stdout if kind == "stdout" else sys.stderr
+                    if isinstance(data, bytes):
+                        f.flush()
+                        f.buffer.write(data)
+                    else:
+                        f.write(data)
+                    f.flush()
+                else:
+                    with open(path, "wb" if isinstance(data, bytes) else "w",
+                              **({} if isinstance(data, bytes) else {"encoding": "utf-8", "newline": ""})) as f:
+                        f.write(data)
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                raise _UserError(f"cannot write {path} ({exc.strerror or exc}); no file of this run was "
+                                 "written") from None
+
     def commit(self):
         umask = _umask()
+        locks = _FolderLocks([dest.parent for _, dest in self._staged], self._lock_wait_s)
         try:
-            for tmp, dest in self._staged:
-                if dest.exists():
-                    os.chmod(tmp, dest.stat().st_mode & 0o7777)  # keep the existing report's mode
-                    fd, backup = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent)
-                    os.close(fd)
-                    rec = [dest, backup, False]      # [destination, backup, old file moved aside?]
-                    self._done.append(rec)
-                    os.replace(dest, backup)
-                    rec[2] = True
-                else:
-                    os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it
-                    self._done.append([dest, None, False])
-                os.replace(tmp, dest)
-        except BaseException:
-            self.rollback()
-            raise
-        self._staged = []
-        self.state = "written"
-        for _, backup, _ in self._done:
-            if backup:
-                _unlink_quietly(backup)
+            self._write_streams()
+            with _signals_held():
+                try:
+                    for tmp, dest in self._staged:
+                        if dest.exists():
+                            os.chmod(tmp, dest.stat().st_mode & 0o7777)  # keep the existing report's mode
+                            fd, backup = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent)
+                            os.close(fd)
+                            rec = [dest, backup, False]      # [destination, backup, old file moved aside?]
+                            self._done.append(rec)
+                            os.replace(dest, backup)
+                            rec[2] = True
+                        else:
+                            os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it
+                            self._done.append([dest, None, False])
+                        os.replace(tmp, dest)
+                except BaseException:
+                    self.rollback()
+                    raise
+                self._staged = []
+                self.state = "written"
+                for _, backup, _ in self._done:
+                    if backup:
+                        _unlink_quietly(backup)
+                self._done = []
+        finally:
+            locks.release()  # a signal held off above is delivered here, after the set is complete
 
     def rollback(self):
-        """Remove everything this run created and restore replaced files."""
+        """Remove everything this run created and restore replaced files (nothing once written)."""
+        if self.state == "written":
+            return
+        with _signals_held():
+            self._rollback()
+
+    def _rollback(self):
         problems = []
         staged = {dest for _, dest in self._staged}
         for dest, backup, moved in reversed(self._done):
@@ -262,6 +416,7 @@ def format_table(report) -> str:
 
 
 def _csv_text(rows) -> str:
+    rows = [{k: printable(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
     buf = io.StringIO()
     if rows:
         w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -284,6 +439,8 @@ def _jsonable(x):
         return x if math.isfinite(x) else None
     if isinstance(x, np.integer):
         return int(x)
+    if isinstance(x, str):
+        return printable(x)  # a folder name that is not UTF-8 (surrogate escapes) as \\xNN
     return x
 
 
@@ -318,8 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--prefix", default=None, metavar="NAME_PREFIX",
                         help="the tensor-name prefix of the layer stack to analyse when the weights hold "
                              "several (e.g. 'teacher.'); without it such a file is refused")
-        sp.add_argument("--json", type=Path, help="write the full report as JSON (atomically)")
-        sp.add_argument("--csv", type=Path, help="write one row per matrix (analyze) or per model (scaling)")
+        sp.add_argument("--json", type=Path, help="write the full report as JSON (atomically; - for stdout)")
+        sp.add_argument("--csv", type=Path,
+                        help="write one row per matrix (analyze) or per model (scaling); - for stdout")
         sp.add_argument("--plots", type=Path, help="write the figures as PNG files into this folder")
         sp.add_argument("--threads", type=int, default=1,
                         help="BLAS threads (default 1: the matrices are small, and threaded BLAS on a busy "
@@ -378,8 +536,25 @@ def _writable_folder(folder: Path, what: str):
         raise _UserError(f"{what}: folder {f} is not writable")
 
 
+def _model_folder_files(d: Path) -> list:
+    """The files of model folder ``d`` a run reads: everything in it, plus the weights and shards
+    :func:`bounds_lib.checkpoints.weight_files` chooses (shards in a subfolder named by the index too)."""
+    from .checkpoints import CheckpointError, weight_files
+
+    files = [d / "config.json", *d.iterdir()]
+    try:
+        files += weight_files(d)
+    except CheckpointError:
+        pass  # reported, with its own message, when the model is opened
+    return files
+
+
 def _model_input_files(args) -> dict:
-    """``{real path: model}`` of every file in the local model folders named on the command line."""
+    """``{real path: model}`` of every file a model named on the command line is read from: the files of a
+    local model folder, or of the Hub cache snapshot a Hub id resolves to (its ``config.json`` is a link
+    into the cache's blobs, which a report must not replace)."""
+    from .checkpoints import CheckpointError, resolve_hub_id
+
     models = [args.model] if args.command == "analyze" else list(args.models)
     files = {}
     for m in models:
@@ -387,8 +562,13 @@ def _model_input_files(args) -> dict:
             continue  # rejected with its own message when opened
         try:
             d = Path(m).expanduser()
+            if not d.exists():
+                try:  # only the local cache: nothing is downloaded to check the outputs
+                    d = resolve_hub_id(str(m), allow_download=False)
+                except (CheckpointError, ValueError, OSError, ImportError):
+                    continue
             if d.is_dir():
-                for f in d.iterdir():
+                for f in _model_folder_files(d):
                     files[os.path.realpath(f)] = m
         except (OSError, RuntimeError):
             continue  # the model is checked (with a clear message) when it is opened
@@ -422,6 +602,11 @@ def _check_outputs(args):
             continue
         if str(path) in ("", "."):
             raise _UserError(f"--{opt}: the output path is empty")
+        try:
+            if stream_target(path) is not None:
+                continue  # '-', /dev/null, a FIFO, this process's stdout: written through, never replaced
+        except _UserError as exc:
+            raise _UserError(f"--{opt} {exc}") from None
         real = _through_links(path)
         if real.is_dir():
             raise _UserError(f"--{opt} {path}: is a directory")
@@ -439,6 +624,9 @@ def _check_outputs(args):
     inputs = _model_input_files(args)
     for opt, paths in _output_targets(args).items():
         for path in paths:
+            if opt == "--plots" and os.path.lexists(path) and not os.path.isfile(path):
+                raise _UserError(f"{opt} {path}: exists and is not a regular file; a figure replaces only a "
+                                 "regular file (move it away)")
             real = os.path.realpath(path)
             if real in seen:
                 raise _UserError(f"{opt} {path}: the same file as {seen[real]}; give each output its own path")
@@ -523,8 +711,7 @@ def _cmd_analyze(args):
         "norms": lambda: P.figure_norms(rep),
         "prefix_depth": lambda: P.figure_prefix_depth(sp, opts),
     })
-    if not args.quiet:
-        print(format_table(rep))
+    _print_table(args, lambda: format_table(rep))
     return 0
 
 
@@ -550,23 +737,85 @@ def _cmd_scaling(args):
     if args.csv:
         texts[args.csv] = _csv_text(rows)
     _finish(args, texts, {"scaling": lambda: P.figure_scaling([r for _, r in reports])})
-    if not args.quiet:
+    def table():
         head = f"{'model':<44} {'L':>3} {'N':>5} {'log10 B_ours':>13} {'log10 B_Edelman':>16} {'p*=0':>6}"
         lines = [head, "-" * len(head)]
         for r in rows:
             lines.append(f"{r['model'][-44:]:<44} {r['L']:>3} {r['N']:>5} {r['log10_B_ours_sum']:>13.3f} "
                          f"{r['log10_B_edelman']:>16.3f} {100 * r['fraction_p_star_zero']:>5.0f}%")
-        print("\n".join(lines))
+        return "\n".join(lines)
+
+    _print_table(args, table)
     return 0
 
 
-def _written_note(args) -> str:
+def _print_table(args, make):
+    """Print the terminal table, unless ``--quiet`` or a report goes to stdout (``-``, ``/dev/stdout``).
+
+    A failure to print (stdout is ``/dev/full``) is one error line that says the reports are written.
+    """
+    if args.quiet or any(stream_target(p) == "stdout" for p in (args.json, args.csv) if p is not None):
+        return
+    try:
+        print(printable(make()))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise _UserError(f"cannot print the table on standard output ({exc.strerror or exc}); "
+                         f"{_written_note(args, interrupted=False)}") from None
+
+
+def _written_note(args, interrupted: bool = True) -> str:
     out = getattr(args, "outputs", None)
     if out is None or out.state == "nothing":
         return "nothing was written"
     if out.state == "written":
-        return "the reports were written completely before the interruption"
+        return "the reports were written completely" + (" before the interruption" if interrupted else "")
     return f"some outputs could not be removed ({out.problem})"
+
+
+def printable(text: str) -> str:
+    """``text`` with the bytes of an undecodable file name (surrogate escapes) written as ``\\xNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, so the outputs roll back as for Ctrl-C."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_stop_signal(signum, frame):
+    """Raise :class:`_Stopped` where the program is — or, inside :func:`_signals_held`, after the block."""
+    if _HOLD["depth"]:
+        _HOLD["pending"] = _HOLD["pending"] or signum
+        return
+    raise _Stopped(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise():
+    """While the run lasts, SIGINT, SIGTERM and SIGHUP raise :class:`_Stopped` (a ``KeyboardInterrupt``),
+    so that the outputs roll back; inside :func:`_signals_held` they wait for the block's end."""
+    old = {}
+    try:
+        for sig in _STOP_SIGNALS:
+            old[sig] = signal.signal(sig, _on_stop_signal)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        _HOLD["pending"] = None
 
 
 def _quiet_broken_pipe() -> int:
@@ -586,26 +835,29 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)  # usage errors: argparse prints and exits with 2
     args.argv = argv
     try:
-        _check_outputs(args)
-        run = _cmd_analyze if args.command == "analyze" else _cmd_scaling
-        if args.threads == 0:
-            rc = run(args)
-        else:
-            from threadpoolctl import threadpool_limits
-
-            from . import scoring  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones only)
-
-            with threadpool_limits(args.threads):
+        with _stop_signals_raise():
+            _check_outputs(args)
+            run = _cmd_analyze if args.command == "analyze" else _cmd_scaling
+            if args.threads == 0:
                 rc = run(args)
-        sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's final flush
+            else:
+                from threadpoolctl import threadpool_limits
+
+                from . import scoring  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones)
+
+                with threadpool_limits(args.threads):
+                    rc = run(args)
+            sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's final flush
         return rc
     except BrokenPipeError:
         return _quiet_broken_pipe()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if args.debug:
             raise
-        print(f"\n{PROG}: interrupted; {_written_note(args)}", file=sys.stderr)
-        return 130
+        signum = getattr(exc, "signum", signal.SIGINT)
+        what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+        print(f"\n{PROG}: {what}; {_written_note(args)}", file=sys.stderr)
+        return 128 + int(signum)
     except Exception as exc:  # one clear line unless --debug
         if args.debug:
             raise
@@ -613,5 +865,5 @@ def main(argv=None) -> int:
         if not isinstance(exc, (_UserError, ValueError, TypeError, OSError)):
             msg = f"{type(exc).__name__}: {msg}"
         sys.stderr.write("\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)
         return 1

@@ -8,8 +8,20 @@ accepted case gives the numbers derived here independently (never typed in).
 """
 from __future__ import annotations
 
+import csv
+import fcntl
+import io
 import json
 import math
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +190,261 @@ def test_zero_key_value_heads_is_refused(tmp_path, capsys):
     with pytest.raises(ZeroDivisionError):  # transformers cannot build it either
         transformers.LlamaModel(transformers.LlamaConfig(**{**cfg.to_dict(), "num_key_value_heads": 0}))
 
+
+
+# ------------------------------------------------------------------ 5. outputs that are not regular files
+
+
+def test_an_output_fifo_is_written_through_not_replaced(tmp_path, capsys):
+    """A FIFO named as ``--json`` stays a FIFO and its reader gets the report (as root, the old rename
+    replaced it — and ``/dev/null`` — by a regular file)."""
+    model = write_model(tmp_path / "m")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("text", fifo.read_text()), daemon=True)
+    reader.start()
+    rc = main(["analyze", str(model), "--json", str(fifo), "--quiet", "--no-progress"])
+    reader.join(30)
+    assert rc == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got["text"])["summary"]["B_edelman"]["log10"] == pytest.approx(
+        analyze(model, entrywise=False).log_B_edelman / math.log(10), rel=1e-15)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "m"]  # no temporary, no backup
+
+
+def test_special_outputs_are_classified_without_writing():
+    """``/dev/null`` (a character device) is written through, ``-`` is stdout; a socket is refused."""
+    from bounds_lib.cli import _UserError, stream_target
+
+    assert stream_target("/dev/null") == "through" and stream_target("-") == "stdout"
+    assert stream_target(__file__) is None
+    with socket.socket(socket.AF_UNIX) as s, tempfile.TemporaryDirectory() as d:
+        s.bind(os.path.join(d, "sock"))
+        with pytest.raises(_UserError, match="is a socket, not a regular file; an output is a regular file"):
+            stream_target(os.path.join(d, "sock"))
+
+
+def test_an_output_socket_is_refused_before_work(tmp_path, capsys):
+    model = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(out / "r.json"))
+        rc = main(["analyze", str(model), "--json", str(out / "r.json"), "--no-progress"])
+        cap = capsys.readouterr()
+        assert rc == 1 and cap.err.count("\n") == 1 and "--json" in cap.err and "is a socket" in cap.err
+        assert stat.S_ISSOCK(os.stat(out / "r.json").st_mode) and sorted(os.listdir(out)) == ["r.json"]
+
+
+# ------------------------------------------------------------------ 6. inputs a report must not replace
+
+
+def test_shards_in_a_subfolder_are_inputs(tmp_path, capsys):
+    model = write_model(tmp_path / "m")
+    sub = model / "weights"
+    sub.mkdir()
+    (model / "model.safetensors").rename(sub / "model-00001-of-00001.safetensors")
+    names = json.loads(json.dumps({"weight_map": {k: "weights/model-00001-of-00001.safetensors"
+                                                  for k in tensors()}}))
+    (model / "model.safetensors.index.json").write_text(json.dumps(names))
+    assert analyze(model).L == L  # the layout itself is valid
+    shard = sub / "model-00001-of-00001.safetensors"
+    before = shard.read_bytes()
+    rc = main(["analyze", str(model), "--json", str(shard), "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "is a file of the model folder" in cap.err and cap.err.count("\n") == 1
+    assert shard.read_bytes() == before
+
+
+def test_a_hub_snapshots_config_is_an_input(tmp_path, capsys, monkeypatch):
+    """A Hub id's cached ``config.json`` (a link into the cache's blobs) is not replaced by a report."""
+    import huggingface_hub.constants
+
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    base = tmp_path / "hub" / "models--org--tiny"
+    snap = base / "snapshots" / rev
+    write_model(base / "blobs")
+    snap.mkdir(parents=True)
+    for f in ("config.json", "model.safetensors"):
+        (snap / f).symlink_to(base / "blobs" / f)
+    (base / "refs").mkdir()
+    (base / "refs" / "main").write_text(rev)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert analyze("org/tiny").L == L  # the id resolves through the cache
+    before = (base / "blobs" / "config.json").read_bytes()
+    rc = main(["analyze", "org/tiny", "--json", str(snap / "config.json"), "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "is a file of the model folder org/tiny" in cap.err and cap.err.count("\n") == 1
+    assert (base / "blobs" / "config.json").read_bytes() == before and (snap / "config.json").is_symlink()
+
+
+# ------------------------------------------------------------------ 7. two runs on the same outputs
+
+
+def _hold_folder_lock(folder):
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_commit_waits_for_another_runs_commit_then_refuses(tmp_path, capsys, monkeypatch):
+    """While another run commits into the folder (holds its lock), a run waits; past the wait it refuses
+    with one line and leaves nothing; once the other run is done it commits normally."""
+    import bounds_lib.cli as cli
+
+    model = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(cli, "LOCK_WAIT_S", 0.3)
+    fd = _hold_folder_lock(out)
+    try:
+        rc = main(["analyze", str(model), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
+                   "--no-progress"])
+        assert_one_clear_line(rc, capsys.readouterr(), out, "another run has been writing its outputs into")
+        monkeypatch.setattr(cli, "LOCK_WAIT_S", 30.0)
+        threading.Timer(0.3, os.close, (fd,)).start()  # the other run finishes in 0.3 s
+        fd = None
+        assert main(["analyze", str(model), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
+                     "--quiet", "--no-progress"]) == 0
+        assert sorted(os.listdir(out)) == ["r.csv", "r.json"]
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def test_the_renames_happen_under_the_folder_lock(tmp_path, monkeypatch):
+    """Every rename of a commit (and of its rollback) runs while the folder is locked against other runs."""
+    import bounds_lib.cli as cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.json").write_text("old")
+    seen = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        probe = os.open(out, os.O_RDONLY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.append("unlocked")
+        except BlockingIOError:
+            seen.append("locked")
+        finally:
+            os.close(probe)
+        real_replace(src, dst)
+        if len(seen) == 3:
+            raise KeyboardInterrupt  # interrupted after the first file: the rollback runs locked too
+
+    monkeypatch.setattr(cli.os, "replace", replace)
+    s = cli.OutputSet()
+    s.add(out / "a.json", "new a")
+    s.add(out / "b.json", "new b")
+    with pytest.raises(KeyboardInterrupt):
+        s.commit()
+    assert seen and set(seen) == {"locked"}
+    assert sorted(os.listdir(out)) == ["a.json"] and (out / "a.json").read_text() == "old"
+
+
+# ------------------------------------------------------------------ 8. SIGTERM and SIGHUP
+
+_STOPPED_RUN = r"""
+import os, signal, sys, time
+import bounds_lib.cli as cli, bounds_lib.plotting as P
+model, out, when = sys.argv[1:4]
+if when == "rendering":
+    def slow(rep):
+        open(os.path.join(out, "..", "staged"), "w").close()
+        time.sleep(60)
+    P.figure_T_ratio = slow
+else:
+    real = os.replace
+    def replace(src, dst):
+        real(src, dst)
+        if str(src).endswith(".tmp"):  # the first final rename done: the signal comes between two
+            os.kill(os.getpid(), getattr(signal, sys.argv[4]))
+    cli.os.replace = replace
+sys.exit(cli.main(["analyze", model, "--json", os.path.join(out, "r.json"), "--csv", os.path.join(out, "r.csv"),
+                   "--plots", os.path.join(out, "plots"), "--no-progress"]))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stopping_signal_during_the_run_leaves_nothing(sig, tmp_path):
+    model = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.Popen([sys.executable, "-c", _STOPPED_RUN, str(model), str(out), "rendering"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not (tmp_path / "staged").exists() and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert err.strip() == f"bounds-lib: stopped by {sig}; nothing was written"
+    assert os.listdir(out) == []  # no .tmp, no plots folder, no report
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_stopping_signal_between_the_final_renames_completes_the_set(sig, tmp_path):
+    model = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.json").write_text("old json")
+    (out / "r.csv").write_text("old csv")
+    r = subprocess.run([sys.executable, "-c", _STOPPED_RUN, str(model), str(out), "renames", sig],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 128 + getattr(signal, sig), r.stderr
+    assert "the reports were written completely before the interruption" in r.stderr
+    assert sorted(os.listdir(out)) == ["plots", "r.csv", "r.json"]  # no .old backup left, no .tmp
+    assert json.loads((out / "r.json").read_text())["summary"] and (out / "r.csv").read_text() != "old csv"
+    assert len(os.listdir(out / "plots")) == 5
+
+
+# ------------------------------------------------------------------ 10, 11. odd names, '-', stdout
+
+
+def test_a_model_folder_with_a_non_utf8_name(tmp_path, capsys):
+    name = os.fsdecode(b"m\xff")
+    model = write_model(tmp_path / name)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = main(["analyze", str(model), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"), "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    d = json.loads((out / "r.json").read_text(encoding="utf-8"))
+    assert d["model"] == str(tmp_path) + "/m\\xff"  # the undecodable byte, spelled out
+    assert "m\\xff" in cap.out
+
+
+def test_dash_is_stdout_and_the_table_steps_aside(tmp_path, capsys):
+    model = write_model(tmp_path / "m")
+    capsys.readouterr()
+    assert main(["analyze", str(model), "--csv", "-", "--no-progress"]) == 0
+    cap = capsys.readouterr()
+    rows = list(csv.DictReader(io.StringIO(cap.out)))
+    assert len(rows) == L * (2 * H + 2) and not (Path.cwd() / "-").exists()
+    assert main(["analyze", str(model), "--json", "-", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["architecture"]["n_layers"] == L
+    rc = main(["analyze", str(model), "--json", "-", "--csv", "-", "--no-progress"])
+    assert rc == 1 and "the same file as --json" in capsys.readouterr().err
+
+
+def test_dev_stdout_into_a_pipe(tmp_path):
+    model = write_model(tmp_path / "m")
+    r = subprocess.run([sys.executable, "-m", "bounds_lib", "analyze", str(model), "--json", "/dev/stdout",
+                        "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["architecture"]["n_layers"] == L
+
+
+def test_stdout_full_says_the_reports_were_written(tmp_path):
+    model = write_model(tmp_path / "m")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "bounds_lib", "analyze", str(model), "--json",
+                            str(tmp_path / "r.json"), "--no-progress"], stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("bounds-lib: error: cannot print the table on standard output (No space left on "
+                                "device); the reports were written completely")
+    assert json.loads((tmp_path / "r.json").read_text())["architecture"]["n_layers"] == L
