@@ -57,6 +57,13 @@ def _layer_colorbar(fig, axes, layers, label="layer"):
     return lambda l: cmap(index[l])
 
 
+def _note_zero_matrices(ax, n: int):
+    """Say in the panel's corner how many zero matrices (nothing to draw on a log axis) were left out."""
+    if n:
+        ax.text(0.98, 0.02, f"{n} zero matri{'x' if n == 1 else 'ces'} not drawn", ha="right", va="bottom",
+                transform=ax.transAxes, fontsize="small", color="0.3")
+
+
 def _panels_by_type(layers, draw, *, xlabel: str, ylabel: str, **subplots_kw):
     """2×2 panels, one per matrix type, coloured by layer (colour bar); ``draw(ax, matrix_type, colour)``."""
     from .style import book_subplots
@@ -109,10 +116,12 @@ def figure_spectral_decay(spectra: ModelSpectra, layers=(0, 1, 2, 3)):
         raise ValueError(f"no layer of {list(layers)} exists in a model with L = {spectra.L}")
 
     def draw(ax, matrix_type, colour):
-        for l in layers:
-            for m in spectra.select(matrix_type, l):
+        ms = [m for l in layers for m in spectra.select(matrix_type, l)]
+        for m in ms:
+            if m.sigma1 > 0:  # a zero matrix (a pruned head) has no decay to draw
                 s = m.sigma[m.sigma > 0] / m.sigma1
-                ax.semilogy(np.arange(1, s.size + 1), s, color=colour(l), lw=1.0, alpha=0.8)
+                ax.semilogy(np.arange(1, s.size + 1), s, color=colour(m.layer), lw=1.0, alpha=0.8)
+        _note_zero_matrices(ax, sum(m.sigma1 == 0 for m in ms))
 
     fig, _ = _panels_by_type(layers, draw, xlabel="index $i$", ylabel=r"$\sigma_i/\sigma_1$", sharey=True)
     return fig
@@ -147,9 +156,12 @@ def figure_T_ratio(report: BoundReport):
     check_report(report)
 
     def draw(ax, matrix_type, colour):
-        for m in report.select(matrix_type):
-            ax.semilogy(report.grid, np.exp(m.log_T - m.log_T0), lw=1.0, alpha=0.6, color=colour(m.layer))
+        ms = report.select(matrix_type)
+        for m in ms:
+            if m.rank > 0:  # 𝒯(W;0) = √(rank·N) = 0 for a zero matrix: no ratio to draw
+                ax.semilogy(report.grid, np.exp(m.log_T - m.log_T0), lw=1.0, alpha=0.6, color=colour(m.layer))
         ax.axhline(1.0, color="k", lw=1.0, ls="--", label="ratio 1")
+        _note_zero_matrices(ax, sum(m.rank == 0 for m in ms))
 
     fig, axes = _panels_by_type(range(report.L), draw, xlabel="$p$",
                                 ylabel=r"$\mathcal{T}(W;p)/\mathcal{T}(W;0)$", sharex=True, sharey=True)
@@ -196,17 +208,20 @@ def figure_norms(report: BoundReport):
     def layer_offsets(i, ms):  # the four types side by side at each layer
         return np.array([m.layer for m in ms]) + (i - 1.5) * 0.15
 
+    n_zero = sum(m.sigma1 == 0 for m in report.matrices)
     for ax, (value, title) in zip(axes.flat, panels):
         for i, matrix_type in enumerate(MULTI_HEAD_MATRIX_TYPES):
-            ms = report.select(matrix_type)
+            ms = [m for m in report.select(matrix_type) if m.sigma1 > 0]  # no zero on a log axis
             ax.semilogy(layer_offsets(i, ms), [value(m) for m in ms], "o", ms=4, alpha=0.7, color=f"C{i}",
                         label=MATRIX_TYPE_LABELS[matrix_type])
         ax.set_title(title)
+        _note_zero_matrices(ax, n_zero)
     ax = axes[1, 1]
     for i, matrix_type in enumerate(MULTI_HEAD_MATRIX_TYPES):
-        ms = report.select(matrix_type)
+        ms = [m for m in report.select(matrix_type) if m.sigma1 > 0]  # 0/0 for a zero matrix
         ax.plot(layer_offsets(i, ms), [m.norm_11 / m.norm_21 for m in ms], "o", ms=4, alpha=0.7, color=f"C{i}")
     ax.set_title(r"$\|W\|_{1,1}/\|W\|_{2,1}$")
+    _note_zero_matrices(ax, n_zero)
     for ax in axes[1]:
         ax.set_xlabel("layer")
     handles, labels = axes[0, 0].get_legend_handles_labels()

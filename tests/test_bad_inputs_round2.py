@@ -448,3 +448,37 @@ def test_stdout_full_says_the_reports_were_written(tmp_path):
     assert r.stderr.strip() == ("bounds-lib: error: cannot print the table on standard output (No space left on "
                                 "device); the reports were written completely")
     assert json.loads((tmp_path / "r.json").read_text())["architecture"]["n_layers"] == L
+
+
+# ------------------------------------------------------------------ 9. zero matrices (pruned heads, zero FFN)
+
+
+@pytest.mark.parametrize("mode", ["clean", "paper"])
+def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
+    """A zero head (its Q rows zero) and a zero feed-forward layer: ``--plots`` writes every figure, with
+    no RuntimeWarning; the zero matrices are left out of the log axes and each panel says how many."""
+    import warnings
+
+    from bounds_lib import plotting
+
+    t = tensors()
+    t["encoder.layer.0.attention.self.query.weight"][: N // H] = 0.0
+    t["encoder.layer.1.intermediate.dense.weight"][:] = 0.0
+    t["encoder.layer.1.output.dense.weight"][:] = 0.0
+    model = write_model(tmp_path / "m", t)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc, cap, out = run_cli(capsys, tmp_path, model, "--mode", mode, "--entrywise")
+        assert rc == 0, cap.err
+        assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
+            f"{n}.png" for n in ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"))
+        rep = analyze(model, mode=mode)
+        zero = [m for m in rep.matrices if m.sigma1 == 0]
+        assert {(m.layer, m.head, m.matrix_type) for m in zero} == {(0, 0, "QK"), (1, -1, "M_in"), (1, -1, "M_out")}
+        fig = plotting.figure_T_ratio(rep)
+        qk = fig.axes[0]
+        assert len(qk.lines) == len(rep.select("QK")) - 1 + 1  # one zero head left out; the dashed ratio-1 line
+        assert any(t.get_text() == "1 zero matrix not drawn" for t in qk.texts)
+        assert all(np.all(np.isfinite(ln.get_ydata())) for ax in fig.axes for ln in ax.lines)
+        norms = plotting.figure_norms(rep)
+        assert any(t.get_text() == f"{len(zero)} zero matrices not drawn" for t in norms.axes[0].texts)
