@@ -1,18 +1,13 @@
-"""Committed rows regenerate on any CPU to the measured tolerance, bit for bit on one machine, and the
-check has power (bounds_lib.reproduce; the measurement: benchmarks/cpu_spread.py)."""
+"""The comparison of regenerated with committed rows and the measured tolerance (bounds_lib.reproduce;
+the measurement: benchmarks/cpu_spread.py). Fast: no training (the regenerations are in
+tests/test_reproduce_regenerate.py)."""
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
 from bounds_lib import reproduce as P
-from bounds_lib import training as TR
-from bounds_lib.grid import run_config
 from bounds_lib.results import load_results
-from bounds_lib.training import TrainConfig
 
 TABLE = P.load_tolerances()
 
@@ -112,53 +107,6 @@ def test_a_changed_results_file_is_refused(monkeypatch):
         P.reference_rows("trained_grid")
 
 
-# ----------------------------------------------------------------------------- regeneration
-
-@pytest.mark.parametrize("name", ["trained_grid", "common_loss", "study"])
-def test_reference_row_regenerates_within_tolerance_and_bit_for_bit_twice(name):
-    row = _first_reference(name)
-    first, second = P.regenerate(row), P.regenerate(row)
-    assert P.bitwise_equal(first, second)  # the same machine, the same thread count: bit for bit
-    result = P.check_row(first, row)
-    assert result.ok and len(result.deviation) > 20
-
-
-def _numbers_only(fresh, committed):
-    """``fresh`` with the committed configuration: only the numbers can tell the two apart."""
-    return dict(fresh, config=committed["config"])
-
-
-@pytest.mark.parametrize("change", ["one step more", "learning rate 1 % off"])
-def test_power_against_a_changed_run(change):
-    row = _first_reference("trained_grid")
-    cfg = dict(row["config"])
-    if change == "one step more":
-        cfg["steps"] += 1
-    else:
-        cfg["lr"] *= 1.01
-    fresh = json.loads(json.dumps(run_config(TrainConfig(**cfg))))
-    result = P.compare_rows(_numbers_only(fresh, row), row)
-    # caught by the continuous numbers themselves, not only by a longer loss curve
-    assert any(q.startswith("proxies.") and 0 < t < d < math.inf for q, d, t in result.failures), result.summary()
-
-
-def test_power_against_one_flipped_training_label(monkeypatch):
-    row = _first_reference("trained_grid")
-    real = TR.sample
-
-    def flipped(task, n, stream):
-        X, y, bits = real(task, n, stream)
-        if stream == TR.TRAIN_STREAM:
-            y = y.copy()
-            y[0] = -y[0]
-        return X, y, bits
-
-    monkeypatch.setattr(TR, "sample", flipped)
-    fresh = P.regenerate(row)
-    result = P.compare_rows(fresh, row)
-    assert any(q.startswith("proxies.") and 0 < t < d < math.inf for q, d, t in result.failures), result.summary()
-
-
 @pytest.mark.parametrize("proxy", ["B_ours_sum", "B_edelman", "prod_spectral", "sum_frobenius", "readout_norm"])
 def test_power_against_a_proxy_moved_by_1e_4(proxy):
     row = _first_reference("trained_grid")
@@ -166,44 +114,6 @@ def test_power_against_a_proxy_moved_by_1e_4(proxy):
     moved["proxies"][proxy] *= 1 + 1e-4
     assert not P.compare_rows(moved, row).ok
     assert P.compare_rows(json.loads(json.dumps(row)), row).bitwise
-
-
-# ----------------------------------------------------------------------------- another machine, simulated
-
-def _regenerate_elsewhere(specs, env):
-    """Rows regenerated in a subprocess that takes other CPU code paths."""
-    base = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
-    cmd = [sys.executable, "-m", "bounds_lib.reproduce", "regenerate", "--rows", *specs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=base | env, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return [r["row"] for r in json.loads(proc.stdout)]
-
-
-def _old_bitwise_check(fresh, committed):
-    """The check this module replaced: every stored number equal (Chapter 7 and tests/test_grid.py)."""
-    keys = [k for k in committed if k not in P.IGNORED_KEYS]
-    assert all(fresh[k] == committed[k] for k in keys), "the committed row is not reproduced"
-
-
-def test_simulated_other_cpu_fails_the_old_check_and_passes_the_new():
-    """Chapters 7 and 8 rows under ATen's scalar kernels and MKL's compatible path, in a subprocess."""
-    entries = {r["results"]: r["index"] for r in reversed(TABLE["reference_rows"])}
-    specs = [f"trained_grid:{entries['trained_grid']}", f"study:{entries['study']}"]
-    committed = [_first_reference("trained_grid"), _first_reference("study")]
-    here = [P.regenerate(r) for r in committed]
-    there = _regenerate_elsewhere(specs, {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"})
-    for h, t, c in zip(here, there, committed):
-        assert not P.bitwise_equal(t, h)  # the simulation is real: other bits than this machine's default
-        with pytest.raises(AssertionError, match="not reproduced"):
-            _old_bitwise_check(t, c)
-        P.check_row(t, c)
-
-
-@pytest.mark.slow
-def test_cli_check_regenerates_every_reference_row_within_tolerance(capsys):
-    assert P.main(["check", "--threads", "1"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == len(TABLE["reference_rows"]) and all(": ok — " in line for line in out), out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -219,9 +129,66 @@ def test_cli_bad_arguments(argv, message, capsys):
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_regenerate_restores_the_thread_count():
-    import torch
+# ----------------------------------------------------------------------------- summaries and row choice
 
-    before = torch.get_num_threads()
-    P.regenerate(_first_reference("trained_grid"), threads=2)
-    assert torch.get_num_threads() == before
+def _table(**over):
+    t = {"schema": P.TOLERANCE_SCHEMA, "factor": 10.0, "screen_threshold": 1e-5, "machine": {"cpu": "x"},
+         "spread": {"train_loss": 2e-6, "proxies.B_11": 3e-7, "proxies.p_star.M": 0.0, "config.lr": 0.0,
+                    "singular_values.QK[]": 5e-7},
+         "settings": [{"bits_differ_from_default": False}, {"bits_differ_from_default": True}],
+         "screen": [{"results": "a", "well_conditioned": True, "discrete_differs": False, "max_deviation": 1e-7},
+                    {"results": "a", "well_conditioned": False, "discrete_differs": True, "max_deviation": 0.3},
+                    {"results": "a", "well_conditioned": False, "discrete_differs": False, "max_deviation": 0.02},
+                    {"results": "b", "well_conditioned": True, "discrete_differs": False, "max_deviation": 2e-6}]}
+    t["tolerance"] = {q: 10.0 * s for q, s in t["spread"].items()}
+    return t | over
+
+
+def test_spread_summary_groups_and_counts():
+    s = P.spread_summary(_table())
+    g = s["groups"]
+    assert g["losses and errors"] == {"moved": 1, "exact": 0, "spread": 2e-6, "tolerance": 10.0 * 2e-6}
+    assert g["bound proxies"] == {"moved": 1, "exact": 1, "spread": 3e-7, "tolerance": 10.0 * 3e-7}
+    assert g["singular values"]["moved"] == 1 and g["configuration"] == {"moved": 0, "exact": 1, "spread": 0.0,
+                                                                           "tolerance": 0.0}
+    assert s["screen"]["a"] == {"screened": 3, "well_conditioned": 1, "worst_other": 0.3, "discrete_differs": 1}
+    assert s["screen"]["b"]["worst_other"] == 0.0
+    assert (s["n_settings"], s["n_changed"], s["factor"], s["threshold"]) == (2, 1, 10.0, 1e-5)
+
+
+def test_spread_markdown_is_a_table_in_reading_order():
+    lines = P.spread_markdown(_table()).splitlines()
+    assert lines[0].startswith("| quantities | moved |") and len(lines) == 2 + 4
+    assert lines[2] == "| losses and errors | 1 | 2.0e-06 | 2.0e-05 | 0 |"
+    assert lines[3] == "| bound proxies | 1 | 3.0e-07 | 3.0e-06 | 1 |"
+    assert lines[5] == "| configuration | 0 | 0 | exact | 1 |"
+
+
+def test_summary_lines_and_worst():
+    committed = {f"x{i}": 1.0 for i in range(7)}
+    tol = {q: 1e-6 for q in committed}
+    assert P.compare_rows(dict(committed), committed, tol).summary() == "all 7 quantities identical bit for bit"
+    near = dict(committed, x3=1.0 + 5e-7, x5=1.0 + 1e-7)
+    r = P.compare_rows(near, committed, tol)
+    assert r.ok and not r.bitwise and r.worst[0] == "x3" and math.isclose(r.worst[1], 5e-7, rel_tol=1e-6)
+    assert r.summary().startswith("all 7 quantities within tolerance (discrete ones exact); closest: x3 5.0e-07")
+    far = {q: 2.0 for q in committed}
+    assert P.compare_rows(far, committed, tol).summary().endswith("(and 2 more)")
+    assert P.compare_rows({"n": 1}, {"n": 1}, {}).worst == ("", 0.0, 0.0)
+
+
+def test_row_cost_and_cheapest_rows():
+    row = {"config": {"L": 2, "N": 3, "n_train": 5, "steps": 100}}
+    assert P.row_cost(row) == 2 * 9 * 5 * 100 and P.row_cost(dict(row, steps_taken=7)) == 2 * 9 * 5 * 7
+    rows = load_results("trained_grid")["rows"]
+    picked = P.cheapest_rows("trained_grid", 5)
+    costs = [P.row_cost(rows[i]) for i in picked]
+    assert costs == sorted(costs) and costs[-1] <= min(P.row_cost(r) for i, r in enumerate(rows) if i not in picked)
+    ties = [i for i in picked if P.row_cost(rows[i]) == costs[0]]
+    assert ties == sorted(ties)
+
+
+def test_flatten_walks_lists_of_dicts_and_leaves_empty_lists():
+    flat = P.flatten_row({"a": [{"b": 1}, {"b": 2.0}], "e": [], "weights_file": "w", "s": None})
+    assert flat == {"a[0].b": 1, "a[1].b": 2.0, "s": None}
+    assert P.quantity("x.y[3].z[12]") == "x.y[].z[]"

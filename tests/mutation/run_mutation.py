@@ -37,6 +37,7 @@ TESTS = {
     "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_scoring_single_head.py",
                 "tests/test_proxies.py"],
     "spectra": ["tests/test_proxies.py"],
+    "reproduce": ["tests/test_reproduce.py"],
 }
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
 SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py"]
