@@ -41,6 +41,7 @@ Layouts (:data:`SUPPORTED_MODEL_TYPES`):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -539,8 +540,53 @@ def _env_true(name: str) -> bool:
 
 #: Default deadline (seconds) of a whole Hub download; ``download_timeout=`` / ``--download-timeout``.
 DOWNLOAD_TIMEOUT_S = 600.0
-#: Seconds any single network request may wait for the server (connect or first byte).
+#: Seconds any single network request may wait for the server (connect, or between two reads).
 REQUEST_TIMEOUT_S = 20.0
+#: The longest deadline a download may be given (one week; far beyond it ``Thread.join`` overflows).
+MAX_DOWNLOAD_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def check_download_timeout(value, name: str = "download_timeout") -> float:
+    """``value`` as seconds in ``(0, MAX_DOWNLOAD_TIMEOUT_S]``; :class:`TypeError`/:class:`ValueError` otherwise."""
+    v = check_scalar(value, name, float)  # TypeError for a wrong type, ValueError for NaN or ±inf
+    if not 0 < v <= MAX_DOWNLOAD_TIMEOUT_S:
+        raise ValueError(f"{name} must be a positive number of seconds, at most {MAX_DOWNLOAD_TIMEOUT_S:g} "
+                         f"(one week), got {value!r}")
+    return v
+
+
+@contextlib.contextmanager
+def _requests_time_out(seconds: float):
+    """Every request huggingface_hub makes meanwhile waits at most ``seconds`` for the server.
+
+    huggingface_hub's shared HTTP client has no timeout (``timeout=None``), and some calls pass an
+    explicit ``timeout=None`` (``repo_info``, which ``snapshot_download`` sends first), which the
+    client's own default cannot override: a stalled server would hold them until the overall
+    deadline. So the client factory in use (the default, or the user's, with its proxies and
+    certificates) is wrapped with a request hook that gives every phase without a timeout (connect,
+    read, write, pool) ``seconds``; timeouts a call sets itself (``HF_HUB_DOWNLOAD_TIMEOUT``,
+    ``etag_timeout``) are kept. The factory is restored afterwards.
+    """
+    from huggingface_hub.utils import _http
+
+    previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+
+    def bound(request):
+        t = request.extensions.get("timeout") or {}
+        request.extensions["timeout"] = {k: seconds if t.get(k) is None else t[k]
+                                         for k in ("connect", "read", "write", "pool")}
+
+    def factory():
+        client = previous()
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "request": [*hooks.get("request", []), bound]}
+        return client
+
+    _http.set_client_factory(factory)
+    try:
+        yield
+    finally:
+        _http.set_client_factory(previous)
 
 
 def _run_with_deadline(fn, deadline: float, what: str):
@@ -575,15 +621,14 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
     The local Hugging Face cache is always tried first. A download happens only when it is allowed
     (``allow_download=True``, or ``allow_download=None`` and ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``) *and*
     ``HF_HUB_OFFLINE`` is not set; otherwise a missing model is a :class:`CheckpointError`.
-    Every request waits at most ``REQUEST_TIMEOUT_S`` for the server, and the whole download at
-    most ``download_timeout`` seconds (default ``DOWNLOAD_TIMEOUT_S``); then a
-    :class:`CheckpointError`. ``endpoint``: the Hub's address (default ``HF_ENDPOINT`` or huggingface.co).
+    Every request waits at most ``REQUEST_TIMEOUT_S`` for the server (:func:`_requests_time_out`), and
+    the whole download at most ``download_timeout`` seconds (default ``DOWNLOAD_TIMEOUT_S``, at most
+    ``MAX_DOWNLOAD_TIMEOUT_S``); then a :class:`CheckpointError`.
+    ``endpoint``: the Hub's address (default ``HF_ENDPOINT`` or huggingface.co).
     """
     from huggingface_hub import snapshot_download
 
-    deadline = DOWNLOAD_TIMEOUT_S if download_timeout is None else float(download_timeout)
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise ValueError(f"download_timeout must be a positive number of seconds, got {download_timeout!r}")
+    deadline = DOWNLOAD_TIMEOUT_S if download_timeout is None else check_download_timeout(download_timeout)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     patterns = ["config.json", "*.safetensors", "model.safetensors.index.json"]
     try:
@@ -612,7 +657,8 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
         return path
 
     try:
-        return _run_with_deadline(download, deadline, f"downloading {repo_id!r} from the Hub")
+        with _requests_time_out(request_timeout):
+            return _run_with_deadline(download, deadline, f"downloading {repo_id!r} from the Hub")
     except CheckpointError:
         raise
     except Exception as exc:

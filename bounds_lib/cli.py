@@ -495,8 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--allow-download", action="store_true",
                         help="download Hub models missing from the local cache (unless HF_HUB_OFFLINE is set)")
         sp.add_argument("--download-timeout", type=float, default=600.0, metavar="SECONDS",
-                        help="give up a Hub download after this many seconds (default 600); every request "
-                             "also waits at most 20 s for the server")
+                        help="give up a Hub download after this many seconds (default 600, at most one "
+                             "week); every request also waits at most 20 s for the server")
         sp.add_argument("--reproducible", action="store_true",
                         help="omit times and timings from the JSON report (identical runs give identical bytes)")
         g = sp.add_mutually_exclusive_group()
@@ -594,8 +594,11 @@ def _check_outputs(args):
         raise _UserError(f"--threads must be >= 0, got {args.threads}")
     if args.jobs < 0:
         raise _UserError(f"--jobs must be >= 0, got {args.jobs}")
-    if not (math.isfinite(args.download_timeout) and args.download_timeout > 0):
-        raise _UserError(f"--download-timeout must be a positive number of seconds, got {args.download_timeout}")
+    from .checkpoints import MAX_DOWNLOAD_TIMEOUT_S
+
+    if not (math.isfinite(args.download_timeout) and 0 < args.download_timeout <= MAX_DOWNLOAD_TIMEOUT_S):
+        raise _UserError(f"--download-timeout must be a positive number of seconds, at most "
+                         f"{MAX_DOWNLOAD_TIMEOUT_S:g} (one week), got {args.download_timeout:g}")
     for opt in ("json", "csv"):
         path = getattr(args, opt)
         if path is None:

@@ -482,3 +482,49 @@ def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
         assert all(np.all(np.isfinite(ln.get_ydata())) for ax in fig.axes for ln in ax.lines)
         norms = plotting.figure_norms(rep)
         assert any(t.get_text() == f"{len(zero)} zero matrices not drawn" for t in norms.axes[0].texts)
+
+
+# ------------------------------------------------------------------ 12. deadlines
+
+
+def test_download_timeout_beyond_a_week_is_refused_before_work(tmp_path, capsys):
+    from bounds_lib.checkpoints import MAX_DOWNLOAD_TIMEOUT_S, resolve_hub_id
+
+    model = write_model(tmp_path / "m")
+    rc, cap, out = run_cli(capsys, tmp_path, model, "--download-timeout", "1e10")
+    assert_one_clear_line(rc, cap, out, f"at most {MAX_DOWNLOAD_TIMEOUT_S:g} (one week), got 1e+10")
+    with pytest.raises(ValueError, match="at most 604800"):
+        resolve_hub_id("org/never-cached", download_timeout=1e10)
+    assert main(["analyze", str(model), "--download-timeout", str(MAX_DOWNLOAD_TIMEOUT_S), "--quiet",
+                 "--no-progress"]) == 0  # the limit itself is allowed
+
+
+def test_every_request_has_a_deadline_not_only_the_download(tmp_path, monkeypatch):
+    """A server that accepts and never answers: with a 1 s request deadline and a 60 s download deadline,
+    the first request (``repo_info``, which huggingface_hub sends without a timeout) gives up after about
+    1 s (plus huggingface_hub's retries) — not at the download deadline."""
+    import huggingface_hub.constants
+    from test_bad_inputs import SilentServer
+
+    import bounds_lib.checkpoints as ck
+
+    monkeypatch.setattr(ck, "REQUEST_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+              "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server = SilentServer(lifetime=70)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(CheckpointError) as err:
+            ck.resolve_hub_id("bounds-lib-tests/silent", allow_download=True, download_timeout=60,
+                              endpoint=f"http://127.0.0.1:{server.port}")
+        wall = time.monotonic() - t0
+    finally:
+        server.stop()
+    assert server.accepted >= 1
+    assert "did not finish within 60 s" not in str(err.value) and wall < 30, (wall, str(err.value))
+    from huggingface_hub.utils import _http
+    assert _http._GLOBAL_CLIENT_FACTORY is _http.default_client_factory  # restored
