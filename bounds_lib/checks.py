@@ -45,7 +45,8 @@ from .interpolation import tail_bound_dimension
 from .peeling import (_RATIO, geometric_ratio, log_alpha_inflation, log_term,
                       rounding_cost_bound, shell_top)
 from .propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, composition_bound, log_alpha,
-                          log_gamma, log_gamma_multihead, log_layer_lipschitz, multihead_block_forward)
+                          log_gamma, log_gamma_multihead, log_layer_lipschitz, log_layer_lipschitz_multihead,
+                          multihead_block_forward, multihead_composition_bound)
 from .scoring import MULTI_HEAD_MATRIX_TYPES, SINGLE_HEAD_MATRIX_TYPES
 from .validation import check_scalar
 
@@ -71,6 +72,9 @@ __all__ = [
     "adversarial_layer_lipschitz",
     "adversarial_parameter_perturbation",
     "falsify_composition",
+    "falsify_multihead_layer",
+    "adversarial_multihead_gamma",
+    "falsify_multihead_composition",
     "rounding_ratio",
     "falsify_rounding",
     "falsify_shell_inflation",
@@ -582,11 +586,12 @@ def adversarial_parameter_perturbation(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT,
                          np.concatenate([f.adversarial for f in parts]))
 
 
-def _composition_ratio(x, L, N, T, act, softmax_const, weaken):
+def _composition_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):
     from . import model as M
 
     k = 3 * L * N * N
-    Ws, Es = x[:k].reshape(L, 3, N, N), x[k:2 * k].reshape(L, 3, N, N)
+    perturbed = np.array([a in perturb for a in SINGLE_HEAD_MATRIX_TYPES])
+    Ws, Es = x[:k].reshape(L, 3, N, N), x[k:2 * k].reshape(L, 3, N, N) * perturbed[None, :, None, None]
     X = x[2 * k:2 * k + T * N].reshape(T, N)
     eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
     w = np.ones(N) / np.sqrt(N)
@@ -597,10 +602,12 @@ def _composition_ratio(x, L, N, T, act, softmax_const, weaken):
 
 
 def falsify_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2), N=2, T=2,
-                        acts=("identity", "tanh"), trials=150, restarts=2, maxiter=4000):
+                        acts=("identity", "tanh"), trials=150, restarts=2, maxiter=4000,
+                        perturb=SINGLE_HEAD_MATRIX_TYPES):
     """Random draws, then Nelder–Mead, against the composition lemma (``ch03-thm-compose``):
     ``weaken · max_i|f_W − f_Ŵ| / Σ_j κ_j d_j`` over weights, perturbation directions, input and scale.
-    ``weaken = 1.1`` (or a wrong ``softmax_const``) checks the search's power."""
+    ``weaken = 1.1`` checks the search's power; ``perturb=("QK",)`` isolates the softmax constant (the
+    whole-network optimum goes through V and M), so a wrong ``softmax_const`` must then be found."""
     parts = []
     for L in depths:
         for act in acts:
@@ -612,10 +619,160 @@ def falsify_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, de
                 return x
 
             parts.append(falsify("compose", lambda x, L=L, act=act: _composition_ratio(x, L, N, T, act, softmax_const,
-                                                                                        weaken),
+                                                                                        weaken, tuple(perturb)),
+                                 sample, rng, trials=trials, restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g}" if weaken != 1.0 else "") + \
+        ("" if tuple(perturb) == SINGLE_HEAD_MATRIX_TYPES else ", perturbed: " + "+".join(perturb)) + ")"
+    return Falsification("composition (data metric), optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+# ---------------------------------------------------------------- Chapter 3: the multi-head surrogate
+
+_MH_ACTS = {"identity": (lambda x: x, 1.0), "tanh": (np.tanh, 1.0)}
+
+
+def _mh_layers(x, L, H, N, Nf):
+    """``L`` multi-head layers ``(QK_heads, V_heads, M_in, M_out)`` from the first entries of ``x``."""
+    k = 2 * H * N * N + 2 * N * Nf
+    layers = []
+    for ell in range(L):
+        y = x[ell * k:(ell + 1) * k]
+        QK = [y[h * N * N:(h + 1) * N * N].reshape(N, N) for h in range(H)]
+        V = [y[(H + h) * N * N:(H + h + 1) * N * N].reshape(N, N) for h in range(H)]
+        o = 2 * H * N * N
+        layers.append((QK, V, y[o:o + N * Nf].reshape(N, Nf), y[o + N * Nf:o + 2 * N * Nf].reshape(Nf, N)))
+    return layers, L * k
+
+
+def _mh_layer_ratio(x, H, N, Nf, T, act, softmax_const, weaken):
+    """``weaken·‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for one multi-head block (Λ multi-head)."""
+    (lay,), k = _mh_layers(x, 1, H, N, Nf)
+    phi, Lp = _MH_ACTS[act]
+    X = project_rows(x[k:k + T * N].reshape(T, N))
+    Xp = project_rows(x[k + T * N:k + 2 * T * N].reshape(T, N))
+    den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
+    if den < 1e-12:
+        return 0.0
+    num = float(np.max(np.linalg.norm(multihead_block_forward(X, *lay, phi) - multihead_block_forward(Xp, *lay, phi),
+                                      axis=-1)))
+    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
+    lam = float(np.exp(log_layer_lipschitz_multihead(np.array([nrm(lay[2])]), np.array([nrm(lay[3])]),
+                                                     np.array([[nrm(v) for v in lay[1]]]),
+                                                     np.array([[nrm(q) for q in lay[0]]]), Lp, softmax_const)[0]))
+    return weaken * num / (lam * den)
+
+
+def falsify_multihead_layer(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, H=2, N=2, Nf=2, tokens=(2,),
+                            acts=("identity", "tanh"), trials=300, restarts=3, maxiter=3000):
+    """Random draws, then Nelder–Mead over weights and inputs, against the multi-head ``Λ`` of
+    ``ch03-lem-layer-mh``: ``Λ = L_φ C(M_in) C(M_out) Σ_h C(Ṽ_h)(1 + 2c C(QK_h))``. Power check:
+    ``weaken = 1.1`` (the factor is attained as the logits vanish)."""
+    parts = []
+    for T in tokens:
+        for act in acts:
+            dim = 2 * H * N * N + 2 * N * Nf + 2 * T * N
+            def sample(r, dim=dim):
+                x = r.normal(0.0, 0.7, dim)
+                x[:H * N * N] *= r.choice([1.0, 0.02])   # half the draws near vanishing logits
+                return x
+
+            parts.append(falsify("Λ mh", lambda x, T=T, act=act: _mh_layer_ratio(x, H, N, Nf, T, act, softmax_const,
+                                                                                  weaken),
                                  sample, rng, trials=trials, restarts=restarts, maxiter=maxiter))
     tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
-    return Falsification("composition (data metric), optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+    return Falsification("multi-head Λ, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
+                         np.concatenate([f.adversarial for f in parts]))
+
+
+def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
+    """``weaken·‖B_{W'}(X) − B_W(X)‖_{2→∞} / (γ_a ‖ΔW_a‖₂)``, matrix ``which`` of head 0 perturbed."""
+    (lay,), k = _mh_layers(x, 1, H, N, Nf)
+    phi, Lp = _MH_ACTS[act]
+    shape = {"QK": (N, N), "V": (N, N), "M_in": (N, Nf), "M_out": (Nf, N)}[which]
+    size = shape[0] * shape[1]
+    E = x[k:k + size].reshape(shape) * float(np.exp(np.clip(x[k + size], -12.0, 0.0)))
+    X = project_rows(x[k + size + 1:k + size + 1 + T * N].reshape(T, N))
+    QK, V, Mi, Mo = [list(lay[0]), list(lay[1]), lay[2], lay[3]]
+    P = [list(QK), list(V), Mi, Mo]
+    i = MULTI_HEAD_MATRIX_TYPES.index(which)
+    if i < 2:
+        P[i][0] = P[i][0] + E
+    else:
+        P[i] = P[i] + E
+    dE = float(np.linalg.norm(E, 2))
+    if dE == 0:
+        return 0.0
+    d = float(np.max(np.linalg.norm(multihead_block_forward(X, QK, V, Mi, Mo, phi)
+                                    - multihead_block_forward(X, *P, phi), axis=-1)))
+    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
+    g = log_gamma_multihead(nrm(Mi), nrm(Mo), np.array([nrm(v) for v in V]), np.array([nrm(q) for q in QK]),
+                            L_phi=Lp, softmax_const=softmax_const, phi_bound=1.0)
+    gam = np.exp(g[which])
+    gam = float(np.ravel(gam)[0])
+    return weaken * d / (gam * dE)
+
+
+def adversarial_multihead_gamma(rng, which, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, H=2, N=2, Nf=2, T=2,
+                                act="identity", trials=150, restarts=3, maxiter=4000):
+    """Nelder–Mead (from the best of ``trials`` random draws) against the multi-head ``γ`` of one matrix
+    type (``ch03-lem-gamma-mh``) over the weights, the perturbation and the input. Power check:
+    ``weaken = 1.1`` (each γ is attained in a limit the search can approach), or a wrong
+    ``softmax_const`` with ``which="QK"``."""
+    if which not in MULTI_HEAD_MATRIX_TYPES:
+        raise ValueError(f"which must be one of {', '.join(MULTI_HEAD_MATRIX_TYPES)}, got {which!r}")
+    size = {"QK": N * N, "V": N * N, "M_in": N * Nf, "M_out": Nf * N}[which]
+    dim = 2 * H * N * N + 2 * N * Nf + size + 1 + T * N
+
+    def sample(r):
+        x = r.normal(0.0, 0.8, dim)
+        x[2 * H * N * N + 2 * N * Nf + size] = r.uniform(-8.0, -2.0)
+        return x
+
+    f = falsify("γ mh", lambda x: _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken), sample, rng,
+                trials=trials, restarts=restarts, maxiter=maxiter)
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
+    return Falsification(f"multi-head γ_{which}, optimiser" + tag, f.ratios, f.adversarial)
+
+
+def _mh_composition_ratio(x, L, H, N, Nf, T, act, softmax_const, weaken, perturb):
+    layers, k = _mh_layers(x, L, H, N, Nf)
+    E, _ = _mh_layers(x[k:], L, H, N, Nf)
+    eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
+    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    keep = {a: (a in perturb) for a in MULTI_HEAD_MATRIX_TYPES}
+    hat = [([q + eps * keep["QK"] * e for q, e in zip(a[0], b[0])],
+            [v + eps * keep["V"] * e for v, e in zip(a[1], b[1])],
+            a[2] + eps * keep["M_in"] * b[2], a[3] + eps * keep["M_out"] * b[3]) for a, b in zip(layers, E)]
+    phi, Lp = _MH_ACTS[act]
+    w = np.ones(N) / np.sqrt(N)
+    lhs, rhs = multihead_composition_bound(layers, hat, w, X, phi, Lp, softmax_const)
+    return weaken * lhs / rhs if rhs > 0 else 0.0
+
+
+def falsify_multihead_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, depths=(1, 2), H=2, N=2,
+                                  Nf=2, T=2, acts=("identity", "tanh"), perturb=MULTI_HEAD_MATRIX_TYPES, trials=100,
+                                  restarts=2, maxiter=4000):
+    """Random draws, then Nelder–Mead, against the multi-head composition theorem (``ch03-thm-compose-mh``)
+    (:func:`bounds_lib.propagation.multihead_composition_bound`). ``perturb=("QK",)`` isolates the softmax
+    constant: with a wrong ``softmax_const`` it must find a violation; ``weaken = 1.1`` checks the whole bound."""
+    parts = []
+    for L in depths:
+        for act in acts:
+            k = L * (2 * H * N * N + 2 * N * Nf)
+            dim = 2 * k + T * N + 1
+
+            def sample(r, dim=dim):
+                x = r.normal(0.0, 0.8, dim)
+                x[-1] = r.uniform(-8.0, -2.0)
+                return x
+
+            parts.append(falsify("compose mh", lambda x, L=L, act=act: _mh_composition_ratio(
+                x, L, H, N, Nf, T, act, softmax_const, weaken, tuple(perturb)), sample, rng, trials=trials,
+                restarts=restarts, maxiter=maxiter))
+    tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g}" if weaken != 1.0 else "") + \
+        ("" if tuple(perturb) == tuple(MULTI_HEAD_MATRIX_TYPES) else ", perturbed: " + "+".join(perturb)) + ")"
+    return Falsification("multi-head composition, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
                          np.concatenate([f.adversarial for f in parts]))
 
 
@@ -751,7 +908,7 @@ def log_factors(n, T, N, L, C):
     Examples
     --------
     >>> [round(v, 4) for v in log_factors(1e5, 128, 768, 12, 1.5)]
-    [5.4891, 4.6844]
+    [6.4564, 5.5099]
     """
     lK = L * math.log(C) + math.log(L)
     thm = math.sqrt(math.log(9.0 * n * T * N) + max(math.log(8.0 * C * N) + lK, 0.0))

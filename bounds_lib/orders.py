@@ -182,7 +182,7 @@ def log_factor_constant(nTN):
     Examples
     --------
     >>> round(log_factor_constant(1e10), 4)
-    1.5124
+    1.4784
     """
     x = float(nTN)
     if not x > 1.0:

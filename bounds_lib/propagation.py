@@ -46,6 +46,8 @@ __all__ = [
     "softmax_jacobian_linf_l1",
     "multihead_block_forward",
     "composition_bound",
+    "multihead_forward",
+    "multihead_composition_bound",
 ]
 
 #: GELU Lipschitz constant as rounded in the released code (the exact value is 1.1289…).
@@ -460,6 +462,54 @@ def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
     lhs = float(np.max(np.abs(M.forward(net, Xb) - M.forward(net_hat, Xb))))
     d, kappa = np.array(d), np.array(kappa)
     return lhs, float(np.sum(d * kappa)), d, kappa
+
+
+def multihead_forward(layers, w, X, phi):
+    """Multi-head surrogate network (Chapter 3, ``ch03-def-mh-block``): ``Π_norm`` on the input, then
+    :func:`multihead_block_forward` per layer ``(QK_heads, V_heads, M_in, M_out)``, readout ``w`` on
+    the first row. ``X``: shape ``(T, N)`` or ``(batch, T, N)``."""
+    Z = project_rows(np.asarray(X, dtype=np.float64))
+    for QK, V, Mi, Mo in layers:
+        Z = multihead_block_forward(Z, QK, V, Mi, Mo, phi)
+    return Z[..., 0, :] @ w
+
+
+def multihead_composition_bound(layers, layers_hat, w, X, phi, L_phi, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Both sides of the multi-head composition theorem (Chapter 3, ``ch03-thm-compose-mh``).
+
+    Pieces per layer in the order ``QK_1..QK_H, Ṽ_1..Ṽ_H, M_in, M_out``; ``d_j = max_x ‖x(Ŵ_j − W_j)‖₂``
+    over the rows entering piece ``j`` once every earlier piece is replaced (layer input rows for
+    ``QK_h``, ``Ṽ_h``; ``ŷ = Π_norm(Σ_h P̂_h Z Ṽ̂_h)`` for ``M_in``; ``φ(ŷ M̂_in)`` for ``M_out``), and
+    ``κ_j = ‖w‖₂ γ_j α^{(ℓ)}`` with ``γ_{QK_h} = c C(Ṽ_h) L_φ C(M_in) C(M_out)``,
+    ``γ_{Ṽ_h} = L_φ C(M_in) C(M_out)``, ``γ_{M_in} = L_φ C(M_out)``, ``γ_{M_out} = 1`` and the multi-head
+    ``Λ`` — all from the norms of ``layers`` (the later pieces of every hybrid). ``lhs = max_i |f_W − f_Ŵ|``,
+    ``rhs = Σ_j κ_j d_j``; the theorem says ``lhs ≤ rhs``. Returns ``(lhs, rhs)``.
+    """
+    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
+    CQ = np.array([[nrm(q) for q in lay[0]] for lay in layers])
+    CV = np.array([[nrm(v) for v in lay[1]] for lay in layers])
+    Cmi, Cmo = np.array([nrm(lay[2]) for lay in layers]), np.array([nrm(lay[3]) for lay in layers])
+    la = log_alpha(log_layer_lipschitz_multihead(Cmi, Cmo, CV, CQ, L_phi, softmax_const))
+    c, wn = float(softmax_const), float(np.linalg.norm(w))
+    Xb = np.asarray(X, dtype=np.float64)
+    Z = project_rows(Xb[None] if Xb.ndim == 2 else Xb)
+    rhs = 0.0
+    dist = lambda R, D: float(np.max(np.linalg.norm(R.reshape(-1, D.shape[0]) @ D, axis=1)))  # noqa: E731
+    for ell, ((QK, V, Mi, Mo), (QKh, Vh, Mih, Moh)) in enumerate(zip(layers, layers_hat)):
+        a = wn * np.exp(la[ell])
+        for h in range(len(QK)):
+            rhs += a * c * CV[ell, h] * L_phi * Cmi[ell] * Cmo[ell] * dist(Z, QKh[h] - QK[h])
+            rhs += a * L_phi * Cmi[ell] * Cmo[ell] * dist(Z, Vh[h] - V[h])
+        A = 0.0
+        for q, v in zip(QKh, Vh):
+            A = A + softmax_rows((Z @ q) @ np.swapaxes(Z, -1, -2)) @ (Z @ v)
+        Y = project_rows(A)
+        rhs += a * L_phi * Cmo[ell] * dist(Y, Mih - Mi)
+        F = phi(Y @ Mih)
+        rhs += a * dist(F, Moh - Mo)
+        Z = project_rows(F @ Moh)
+    lhs = float(np.max(np.abs(multihead_forward(layers, w, Xb, phi) - multihead_forward(layers_hat, w, Xb, phi))))
+    return lhs, rhs
 
 
 # The falsification checks that lived here moved to bounds_lib.checks; importing them from this

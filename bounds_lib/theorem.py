@@ -30,7 +30,7 @@ from .propagation import (LPHI_GELU_RELEASED, SOFTMAX_LINF_L1_TIGHT, log_alpha, 
                           log_effective_scale, log_layer_lipschitz_multihead, matrices_per_layer)
 from .validation import check_scalar
 
-__all__ = ["TheoremReport", "log_theta", "dudley_factor", "corrected_bound"]
+__all__ = ["TheoremReport", "log_theta", "dudley_factor", "corrected_bound", "rank_parameter_count"]
 
 #: The smallest positive normal float: a zero spectral norm or Schatten sum is raised to it before its
 #: shell is taken (a shell needs a positive radius).
@@ -226,3 +226,27 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
         gap_main=24.0 * math.exp(log_Theta) / math.sqrt(n) if log_Theta < LOG_OVERFLOW else math.inf,
         gap_deviation=3.0 * math.sqrt((math.log(4.0 / delta) + Pi) / (2.0 * n)),
         p_stars=np.array(p_star), steps=steps)
+
+
+def rank_parameter_count(spectra, shells=True):
+    """``Σ_j s_j (d_j + d_j')`` over every matrix: ``θ_j²`` at ``p_j = 0`` summed (Chapter 5, the finding).
+
+    When every matrix chooses ``p* = 0``, ``Θ = √(rank_parameter_count + N) · D`` exactly: the theorem on
+    real weights is a parameter count — a rank-``r`` matrix ``d × d'`` has ``r(d + d')`` parameters in a
+    factored form — under the logarithm ``D``. ``shells=True`` rounds each numerical rank up to its shell
+    top (as :func:`corrected_bound` does); ``False`` gives the plain ``Σ rank·(d + d')``.
+
+    Examples
+    --------
+    >>> from bounds_lib import compute_spectra
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> state, config = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2)
+    >>> rank_parameter_count(compute_spectra(state, config=config), shells=False)   # 2·(4·(4·16) + 2·(8·24))
+    1280.0
+    """
+    rho = geometric_ratio(spectra.arch.n_layers)
+    total = 0.0
+    for m in spectra.matrices:
+        r = float(max(m.rank, 1))
+        total += (float(shell_top(r, rho)) if shells else r) * float(sum(m.shape))
+    return total

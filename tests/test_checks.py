@@ -292,7 +292,8 @@ def test_log_factors_closed_form():
     import math
     from bounds_lib.checks import log_factors
     thm, tab = log_factors(1.0, 1.0, 2.0, 1.0, 1.0)   # K = 1: log⁺(8·1·2·1) = log 16
-    assert thm == pytest.approx(math.sqrt(math.log(18.0) + math.log(16.0))) and tab == pytest.approx(math.sqrt(math.log(2.0)))
+    assert thm == pytest.approx(math.sqrt(math.log(18.0) + math.log(16.0)))
+    assert tab == pytest.approx(math.sqrt(math.log(2.0)))
     thm, tab = log_factors(1.0, 1.0, 2.0, 12.0, 0.125)   # K = 12/8¹² < 1: log⁺ K = 0
     assert tab == pytest.approx(math.sqrt(math.log(2.0)))
 
@@ -303,3 +304,36 @@ def test_frobenius_row_is_attained_and_the_weakened_row_fails():
     f = falsify_frobenius_row(rng, trials=200, Ns=(4,), restarts=2)
     assert f.violations == 0 and f.worst_ratio > 1 - 1e-9     # attained by the flat spectrum
     assert falsify_frobenius_row(rng, trials=200, Ns=(4,), restarts=2, weaken=1.1).violations > 0
+
+
+# ---- Chapter 3: the multi-head surrogate (issue 20): each check finds a violation of its weakened bound ----
+
+@pytest.mark.slow  # optimiser runs
+def test_multihead_layer_lambda_has_power():
+    from bounds_lib.checks import falsify_multihead_layer
+    kw = dict(trials=150, restarts=2, acts=("identity",))
+    f = falsify_multihead_layer(np.random.default_rng(20260509), **kw)
+    w = falsify_multihead_layer(np.random.default_rng(20260509), weaken=1.1, **kw)
+    assert f.violations == 0 and f.worst_ratio > 0.95 and w.violations > 0
+
+
+@pytest.mark.slow  # optimiser runs
+@pytest.mark.parametrize("which", ["QK", "M_out"])
+def test_multihead_gamma_optimiser_reaches_one_and_breaks_the_weakened_gamma(which):
+    from bounds_lib.checks import adversarial_multihead_gamma
+    f = adversarial_multihead_gamma(np.random.default_rng(3), which, trials=80, restarts=2)
+    w = adversarial_multihead_gamma(np.random.default_rng(3), which, weaken=1.1, trials=80, restarts=2)
+    assert f.violations == 0 and f.worst_ratio >= 0.95 and w.violations > 0
+    with pytest.raises(ValueError, match="which must be one of QK, V, M_in, M_out"):
+        adversarial_multihead_gamma(np.random.default_rng(3), "M")
+
+
+@pytest.mark.slow  # optimiser runs
+def test_composition_qk_isolated_finds_a_wrong_softmax_constant():
+    from bounds_lib.checks import falsify_composition, falsify_multihead_composition
+    kw = dict(trials=40, restarts=1, depths=(1,), perturb=("QK",))
+    assert falsify_composition(np.random.default_rng(20260509), **kw).violations == 0
+    assert falsify_composition(np.random.default_rng(20260509), softmax_const=0.5, **kw).violations > 0
+    kw = dict(trials=40, restarts=1, depths=(1,), acts=("identity",), perturb=("QK",))
+    assert falsify_multihead_composition(np.random.default_rng(4), **kw).violations == 0
+    assert falsify_multihead_composition(np.random.default_rng(4), softmax_const=0.5, **kw).violations > 0

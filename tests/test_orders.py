@@ -38,7 +38,7 @@ def test_rss_table_matches_printed_and_sum_does_not():
 
 
 def test_log_factor_rows_and_geometric_depth_sum():
-    from bounds_lib.orders import edelman_order, log_K_factor, ours_order, table_log_factor
+    from bounds_lib.orders import edelman_order, log_K_factor, ours_order
     C, n, T = SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["T"]
     lr = ours_order("low_rank", "rss", log_factor=True)
     want = sp.sqrt(SYMBOLS["r"] * L * N) * sp.sqrt(sp.log(n * T * N) + sp.Max(L * sp.log(C) + sp.log(L), 0))
@@ -208,7 +208,8 @@ def test_frobenius_row_is_the_infimum_over_p():
     f = sp.lambdify((p, L, N, C, C_F), frobenius_holder_term(p), "math")
     for Lv, Nv, Cv, CFv in [(12, 768, 1.5, 4.0), (1, 768, 1.0, 1.0), (3, 64, 1.1, 0.5), (2, 4096, 2.0, 30.0)]:
         ps = np.linspace(0, 2, 401)
-        assert min(f(q, Lv, Nv, Cv, CFv) for q in ps) == pytest.approx(min(f(0, Lv, Nv, Cv, CFv), f(2, Lv, Nv, Cv, CFv)))
+        ends = min(f(0, Lv, Nv, Cv, CFv), f(2, Lv, Nv, Cv, CFv))
+        assert min(f(q, Lv, Nv, Cv, CFv) for q in ps) == pytest.approx(ends)
     # the numbers: at L = 12, C = 1.5, C_F = 4, N = 768 (rss, no log factor) 2.66·10³ (p = 0) vs 3.99·10⁴
     row = orders_table("rss")["frobenius"]["ours"].subs({L: 12, C: sp.Rational(3, 2), C_F: 4, N: 768})
     assert float(row) == pytest.approx(math.sqrt(12) * 768)
@@ -220,7 +221,8 @@ def test_limit_in_depth_splits_min_and_drops_log_plus():
     C = SYMBOLS["C"]
     assert limit_in_depth(sp.Min(C**L, N) / N) == 1
     assert limit_in_depth(sp.Min(C**L, N)) == N
-    assert limit_in_depth(sp.sqrt(sp.Max(L * sp.log(C), 0)) / sp.sqrt(L)) == sp.sqrt(sp.log(1 + sp.Symbol("c", positive=True)))
+    c = sp.Symbol("c", positive=True)
+    assert limit_in_depth(sp.sqrt(sp.Max(L * sp.log(C), 0)) / sp.sqrt(L)) == sp.sqrt(sp.log(1 + c))
 
 
 def test_log_factor_constant_values_and_errors():

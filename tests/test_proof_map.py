@@ -7,7 +7,15 @@ established. The test fails when
 * the page's table differs from the one generated now (a statement added, removed or re-labelled,
   a citation changed): regenerate with ``python tests/test_proof_map.py``;
 * a statement cites one that comes later in reading order, or one outside Chapters 1-5;
-* a theorem or lemma has neither a proof on the page nor a "(reconstructed)"/"(textbook" mark.
+* a theorem or lemma has neither a proof on the page nor a "(reconstructed)"/"(textbook" mark;
+* a statement's text or proof points with ``{ref}`` to a later chapter (its argument would rest on it).
+
+How a statement is established, in the page's words: *proved* (a ``{prf:proof}`` on the page),
+*cited* (a textbook result, or a proof that opens with ``*Cited:*`` and derives the rest),
+*reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks``
+functions (``CK.name``) called in an asserting code cell that either follows the statement or its
+proof directly (no prose between) or names the statement in a ``# checks: label, ...`` comment; an
+asserting cell that calls none of them is "a SymPy assert" or "a numeric assert".
 """
 from __future__ import annotations
 
@@ -38,22 +46,43 @@ class Statement:
     text: str = ""
     proof: str = ""
     eq_labels: list = field(default_factory=list)
-    checked: bool = False
+    checks: list = field(default_factory=list)
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.checks)
 
     @property
     def status(self) -> str:
         marks = []
         if self.kind == "definition":
             marks.append("definition")
+        elif self.proof.lstrip().startswith("*Cited:*"):
+            key = re.search(r"\{cite\}`([^`]+)`", self.proof)
+            marks.append(f"cited ({key.group(1) if key else 'source'}), the rest proved")
         elif self.proof:
-            marks.append("proved on the page")
+            marks.append("proved")
         elif "textbook" in self.title.lower():
             marks.append("cited (textbook)")
         if "reconstructed" in self.title.lower():
             marks.append("reconstructed")
-        if self.checked:
-            marks.append("checked (executed)")
+        if self.checks:
+            marks.append("checked by " + ", ".join(self.checks))
         return ", ".join(marks) or "stated only"
+
+
+_CHECK_CALL = re.compile(r"\bCK\.(\w+)\(")
+_CHECKS_COMMENT = re.compile(r"#\s*checks:\s*(.+)$")
+
+
+def _check_names(body) -> list[str]:
+    """What an asserting code cell checks with: its ``CK.name`` calls, else "a SymPy/numeric assert"."""
+    src = "\n".join(body)
+    names = []
+    for n in _CHECK_CALL.findall(src):
+        if f"`{n}`" not in names:
+            names.append(f"`{n}`")
+    return names or (["a SymPy assert"] if "sp." in src else ["a numeric assert"])
 
 
 def _labels(lines) -> list[str]:
@@ -74,24 +103,31 @@ def _targets(text: str, role: str) -> list[str]:
 def parse():
     """All ``{prf:}`` statements of Chapters 1-5 in reading order, with proofs, citations, checks.
 
-    The chapters are read with the notebook generator's scanner (``make_notebooks.parse_blocks``): a
-    ``{code-cell}`` with an ``assert`` checks the statement before it in the same section (a ``##``
-    heading ends the section; definitions stay open), a ``{prf:proof}`` proves it."""
-    stmts, position = [], 0
+    The chapters are read with the notebook generator's scanner (``make_notebooks.parse_blocks``). An
+    asserting ``{code-cell}`` checks the statement it directly follows (after the statement or its
+    proof, with no prose between) and every statement its ``# checks:`` comments name; a
+    ``{prf:proof}`` proves the statement before it."""
+    stmts, position, pending = [], 0, {}
     for ci, name in enumerate(CHAPTERS, start=1):
         path = ROOT / "notebooks" / f"{name}.md"
-        current = None
+        current, adjacent = None, False
         for block in parse_blocks(path.read_text().splitlines(), 1, path):
             if isinstance(block, Text):
-                if current is not None and current.kind != "definition" and any(
-                        line.startswith("## ") for line in block.lines):
-                    current = None  # a check belongs to the statement of its own section
+                if any(line.strip() for line in block.lines):
+                    adjacent = False   # prose between: the next cell checks what it says it checks
                 continue
             if not isinstance(block, Directive):
                 continue
             if block.name == "code-cell":
-                if current is not None and any(re.match(r"\s*assert\b", line) for line in block.body):
-                    current.checked = True
+                if any(re.match(r"\s*assert\b", line) for line in block.body):
+                    named = [lab.strip() for line in block.body if (m := _CHECKS_COMMENT.search(line))
+                             for lab in m.group(1).split(",")]
+                    targets = list(named) or ([current.label] if current is not None and adjacent else [])
+                    for lab in targets:
+                        for n in _check_names(block.body):
+                            lst = pending.setdefault(lab, [])
+                            if n not in lst:
+                                lst.append(n)
                 continue
             if not block.name.startswith("prf:"):
                 continue
@@ -99,13 +135,20 @@ def parse():
             if kind == "proof":
                 if current is not None:
                     current.proof += text
+                    adjacent = True
                 continue
             if "label" not in block.options:
                 raise AssertionError(f"{name}: {{prf:{kind}}} {block.arg!r} has no :label:")
             position += 1
             current = Statement(block.options["label"], kind, block.arg, ci, position, text=text,
                                 eq_labels=_labels(block.body))
+            adjacent = True
             stmts.append(current)
+    by_label = {s.label: s for s in stmts}
+    for lab, names in pending.items():
+        if lab not in by_label:
+            raise AssertionError(f"a '# checks:' comment names {lab!r}, which is not a statement of Chapters 1-5")
+        by_label[lab].checks = names
     return stmts
 
 
@@ -136,6 +179,10 @@ def problems(stmts):
                 bad.append(f"{s.label} cites {u}, which comes later in reading order")
         if s.kind in ("theorem", "lemma", "proposition", "corollary") and s.status == "stated only":
             bad.append(f"{s.label} ({s.kind}) has no proof on the page and no reconstructed/textbook mark")
+        for target in _targets(s.text + "\n" + s.proof, "ref"):
+            m = re.match(r"ch0(\d)_", target)
+            if m and int(m.group(1)) > s.chapter:
+                bad.append(f"{s.label} points to {target}, a later chapter, inside its statement or proof")
     return bad
 
 
@@ -188,6 +235,21 @@ def test_detects_a_forward_citation(tmp_path, monkeypatch):
     first = stmts[0]
     first.proof += f"\n{{prf:ref}}`{stmts[-1].label}`"
     assert any("later in reading order" in b for b in problems(stmts))
+
+
+def test_detects_a_forward_chapter_ref_in_a_proof():
+    stmts = parse()
+    s2 = next(s for s in stmts if s.chapter == 2 and s.proof)
+    s2.proof += "\n{ref}`ch03_propagation`"
+    assert any("a later chapter" in b for b in problems(stmts))
+
+
+def test_checks_are_named():
+    by = {s.label: s for s in parse()}
+    assert "`falsify_split`" in by["ch02-lem-rank"].checks          # named by a '# checks:' comment
+    assert by["ch02-lem-tail-cover"].status.startswith("cited (zhang2002covering)")
+    assert not by["thm-gap"].checks                                  # the Dudley cell does not check it
+    assert all(c.startswith("`") or c.startswith("a ") for s in by.values() for c in s.checks)
 
 
 if __name__ == "__main__":

@@ -135,3 +135,57 @@ def test_multihead_gamma_Mout_needs_C_Min():
     g_ok = np.exp(log_gamma_multihead(5.0, 0.01, 1.0, 0.0, L_phi=1.0)["M_out"])
     assert d > g_rel * 1e-3 and d <= g_ok * 1e-3 * (1 + 1e-9)
     assert rng is not None
+
+
+# ---- issue 20: the multi-head surrogate network and its composition theorem ----
+from bounds_lib.propagation import composition_bound, multihead_composition_bound, multihead_forward  # noqa: E402
+
+
+def _as_multihead(net):
+    """A single-head network as a one-head surrogate: M_in = I, M_out = W_M (φ acts between them)."""
+    N = net.N
+    return [([b.W_QK], [b.W_V], np.eye(N), b.W_M) for b in net.blocks]
+
+
+@pytest.mark.parametrize("act", ["identity", "tanh"])
+def test_multihead_forward_is_the_single_head_network_at_one_head(act):
+    rng = np.random.default_rng(0)
+    net = M.random_transformer(3, 4, rng, spectral_norm=1.5, act=act)
+    X = rng.standard_normal((5, 3, 4)) * 2
+    got = multihead_forward(_as_multihead(net), net.w, X, M.activation(act))
+    assert np.allclose(got, M.forward(net, X), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("act", ["identity", "tanh"])
+def test_multihead_composition_equals_single_head_at_one_head(act):
+    # with M_in = I unperturbed, each κ_j d_j is the single-head one: the two right sides agree exactly
+    rng = np.random.default_rng(1)
+    net = M.random_transformer(2, 3, rng, spectral_norm=1.2, act=act)
+    def nudge(b):
+        return M.Block(*[W + 0.01 * rng.standard_normal(W.shape) for W in (b.W_QK, b.W_V, b.W_M)])
+
+    hat = M.SingleHeadTransformer(tuple(nudge(b) for b in net.blocks), net.w, act=act)
+    X = rng.standard_normal((4, 3, 3))
+    lhs1, rhs1, _, _ = composition_bound(net, hat, X)
+    lhs2, rhs2 = multihead_composition_bound(_as_multihead(net), _as_multihead(hat), net.w, X, M.activation(act),
+                                             net.L_phi)
+    assert lhs1 == pytest.approx(lhs2, rel=1e-12) and rhs1 == pytest.approx(rhs2, rel=1e-12)
+    assert lhs2 <= rhs2
+
+
+def test_multihead_composition_holds_on_random_two_head_networks():
+    rng = np.random.default_rng(2)
+    worst = 0.0
+    for _ in range(200):
+        N, Nf, H, L = 3, 4, 2, int(rng.integers(1, 3))
+        mk = lambda: [([rng.standard_normal((N, N)) for _ in range(H)], [rng.standard_normal((N, N)) for _ in range(H)],  # noqa: E731
+                       rng.standard_normal((N, Nf)), rng.standard_normal((Nf, N))) for _ in range(L)]
+        lay = mk()
+        eps = float(np.exp(rng.uniform(-8, -2)))
+        E = mk()
+        hat = [([q + eps * e for q, e in zip(a[0], b[0])], [v + eps * e for v, e in zip(a[1], b[1])],
+                a[2] + eps * b[2], a[3] + eps * b[3]) for a, b in zip(lay, E)]
+        lhs, rhs = multihead_composition_bound(lay, hat, np.ones(N) / np.sqrt(N), rng.standard_normal((2, N)),
+                                               np.tanh, 1.0)
+        worst = max(worst, lhs / rhs)
+    assert 0 < worst <= 1
