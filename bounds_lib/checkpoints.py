@@ -48,6 +48,7 @@ import os
 import re
 import struct
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Iterator, Mapping
@@ -382,14 +383,15 @@ class TorchBinSource(_MappingSource):
         self._init_files(files, config, description)
         self._tensors, self._file_of = {}, {}
         for f in self.files:
-            try:
-                sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
-            except Exception as exc:
-                try:  # old (non-zip) serialisation cannot be memory-mapped
-                    sd = torch.load(f, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch's UserWarnings (pickle protocol, …) are not ours to print
+                warnings.simplefilter("ignore")
+                try:
+                    sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
                 except Exception:
-                    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    raise CheckpointError(f"{f}: cannot read PyTorch weights ({msg})") from None
+                    try:  # old (non-zip) serialisation cannot be memory-mapped: the plain weights-only load
+                        sd = torch.load(f, map_location="cpu", weights_only=True)
+                    except Exception as exc:  # this one says why: the weights-only refusal, or corruption
+                        raise CheckpointError(f"{f}: {_torch_load_refusal(exc)}") from None
             if not isinstance(sd, Mapping):
                 raise CheckpointError(f"{f}: does not contain a state dict")
             for name, t in sd.items():
@@ -400,6 +402,22 @@ class TorchBinSource(_MappingSource):
                 self._tensors[name] = t
                 self._file_of[name] = f
         _check_weight_map(self, weight_map, lambda name: self._file_of[name])
+
+
+def _torch_load_refusal(exc: Exception) -> str:
+    """One line from a failed ``torch.load(weights_only=True)``: what it refused (no code was run)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # torch bolds part of its message
+    if "Weights only load failed" in text:
+        # the reason follows "WeightsUnpickler error:" (on its line or the next); its first sentence only
+        # (torch goes on to suggest allow-listing the global, which would run the file's code)
+        m = (re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\.?$|\n)", text, re.S)
+             or re.search(r"(Trying to load unsupported GLOBAL .+?)(?:\.\s|\.?$|\n)", text, re.S))
+        why = " ".join(m.group(1).split()) if m else ""
+        return ("refused: not a weights-only PyTorch file (torch.load(weights_only=True): "
+                f"{why or 'it holds objects other than tensors'}); nothing from it was executed — convert the "
+                "checkpoint to safetensors with code you trust")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"cannot read PyTorch weights ({first})"
 
 
 class StateDictSource(_MappingSource):

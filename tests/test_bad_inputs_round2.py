@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_bad_inputs import F, H, L, N, assert_one_clear_line, run_cli, tensors, write_model
+from test_bad_inputs import CONFIG, F, H, L, N, assert_one_clear_line, run_cli, tensors, write_model
 
 from bounds_lib.checkpoints import ACTIVATION_L_PHI, CheckpointError, detect_architecture, open_checkpoint
 from bounds_lib.cli import main
@@ -528,3 +528,57 @@ def test_every_request_has_a_deadline_not_only_the_download(tmp_path, monkeypatc
     assert "did not finish within 60 s" not in str(err.value) and wall < 30, (wall, str(err.value))
     from huggingface_hub.utils import _http
     assert _http._GLOBAL_CLIENT_FACTORY is _http.default_client_factory  # restored
+
+
+# ------------------------------------------------------------------ 13. .bin files that are not weights-only
+
+
+class _RunsCode:
+    """Unpickling this object would run ``touch <marker>`` — what a weights-only load must refuse."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _bin_model(d: Path, save) -> Path:
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    save(d / "pytorch_model.bin")
+    return d
+
+
+@pytest.mark.parametrize("kind", ["plain pickle", "code in the pickle"])
+def test_a_pickle_bin_is_refused_with_the_weights_only_reason_on_one_line(kind, tmp_path):
+    import pickle
+
+    torch = pytest.importorskip("torch")
+    marker = tmp_path / "code-ran"
+    sd = {k: torch.from_numpy(v) for k, v in tensors().items()}
+    if kind == "plain pickle":  # numpy arrays, pickle protocol 4: torch also warns about the protocol
+        model = _bin_model(tmp_path / "m", lambda f: f.write_bytes(pickle.dumps(tensors(), protocol=4)))
+        reason = "Unsupported operand"
+    else:
+        model = _bin_model(tmp_path / "m", lambda f: torch.save({**sd, "x": _RunsCode(marker)}, f))
+        reason = "Trying to load unsupported GLOBAL posix.system whose module posix is blocked"
+    r = subprocess.run([sys.executable, "-m", "bounds_lib", "analyze", str(model), "--no-progress"],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1, r.stderr  # no torch UserWarning lines
+    assert lines[0].startswith(f"bounds-lib: error: {model / 'pytorch_model.bin'}: refused: not a weights-only "
+                               "PyTorch file (torch.load(weights_only=True): " + reason), lines[0]
+    assert "mmap" not in lines[0] and "add_safe_globals" not in lines[0] and "\x1b" not in lines[0]
+    assert not marker.exists()  # nothing of the file was executed
+
+
+def test_a_legacy_torch_bin_is_read(tmp_path):
+    """The old (non-zip) ``torch.save`` format cannot be memory-mapped but is weights-only: it is read,
+    with the numbers of the same weights in safetensors."""
+    torch = pytest.importorskip("torch")
+    sd = {k: torch.from_numpy(v) for k, v in tensors().items()}
+    model = _bin_model(tmp_path / "m", lambda f: torch.save(sd, f, _use_new_zipfile_serialization=False))
+    got, want = analyze(model), analyze(write_model(tmp_path / "st"))
+    assert got.meta["source_kind"] == "pytorch-bin"
+    assert (got.log_B_ours_sum, got.log_B_edelman) == (want.log_B_ours_sum, want.log_B_edelman)
