@@ -22,6 +22,10 @@ HAVE_MYST_NB = _myst_glue is not None
 def glue(name: str, variable: Any, display: bool = True) -> None:
     """Store ``variable`` under ``name`` for the book; in a plain notebook, show it or do nothing.
 
+    In the book build a matplotlib figure glued with ``display=False`` is closed once stored: the page
+    shows it where ``{glue:figure}`` places it, and the inline backend does not draw it a second time
+    under its cell (nor does the executed notebook keep a second copy).
+
     Parameters
     ----------
     name : str
@@ -35,6 +39,8 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
         raise TypeError(f"glue name must be a non-empty str, got {name!r}")
     if _myst_glue is not None:
         _myst_glue(name, variable, display=display)
+        if not display:
+            _close_if_figure(variable)
         return
     if display:
         try:
@@ -42,3 +48,14 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
         except ImportError:  # not in IPython: nothing to show
             return
         _show(variable)
+
+
+def _close_if_figure(variable: Any) -> None:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # no matplotlib: nothing can be a figure
+        return
+    if isinstance(variable, Figure):
+        import matplotlib.pyplot as plt
+
+        plt.close(variable)

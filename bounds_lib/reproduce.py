@@ -184,7 +184,7 @@ def load_tolerances(path=None) -> dict:
     for q, t in tol.items():
         if not (_is_number(t) and math.isfinite(t) and t >= 0 and t >= factor * spread[q] * (1 - 1e-12)):
             raise ValueError(f"{source}: tolerance of {q!r} is {t!r}; it must be finite, >= 0 and "
-                             f">= factor × spread = {factor * spread[q]!r}")
+                             f">= factor × spread = {factor * spread[q]:.3g}")
     return data
 
 

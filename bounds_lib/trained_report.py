@@ -14,6 +14,7 @@ from .results import proxy_value, variant_name
 from .scoring import SINGLE_HEAD_MATRIX_TYPES, single_head_proxies
 
 __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
+           "FOREST_COLOURS", "plot_forest",
            "label_pairs", "pstar_share", "plot_errors", "plot_scaling", "plot_proxy_vs_gap", "plot_pstar_share",
            "plot_p_profile", "arch_count", "train_test_overlap", "CHOICES", "CHOICE_LABEL", "choice",
            "with_variant", "pstar_table", "plot_pstar_vs_strength", "plot_spectra", "corrected_report"]
@@ -182,6 +183,68 @@ def markdown_table(table: dict, cols, labels=None) -> str:
                          f"{v[0]:.2f} of {v[1]}" if isinstance(v, tuple) else f"{v:+.2f}")
         lines.append(f"| {labels.get(k, k)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+#: Colours of a forest plot: an interval above 0, below 0, or containing 0.
+FOREST_COLOURS = {"+": "C0", "-": "C3", "0": "0.55"}
+
+
+def plot_forest(table: dict, cols, labels=None, title="Kendall τ and ψ with 95 % bootstrap intervals"):
+    """Forest plot of :func:`interval_table`: one panel per statistic, one line per measure.
+
+    Each measure is a dot at its point estimate with its bootstrap interval drawn as a line; the
+    colour says whether the interval lies above 0, below 0 or contains it (key below the panels);
+    a vertical line marks 0. Statistics whose value is not an :class:`~bounds_lib.stats.Interval`
+    (wrong-sign shares) are left out; a measure whose interval is undefined (NaN) is drawn as
+    "n/a". All panels share the x range [−1, 1] of τ.
+
+    Parameters
+    ----------
+    table : dict
+        ``{measure: {key: Interval}}`` (:func:`interval_table`).
+    cols : sequence of (str, str)
+        The statistics to draw and their panel titles.
+    labels : dict, optional
+        Measure labels (default :data:`PLAIN`).
+
+    Examples
+    --------
+    >>> from bounds_lib.stats import Interval
+    >>> tab = {"B_ours_sum": {"overall": Interval(0.2, 0.05, 0.4, 100)},
+    ...        "n_params": {"overall": Interval(-0.1, -0.3, 0.1, 100)}}
+    >>> fig = plot_forest(tab, [("overall", "τ overall")])
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['B_ours (sum)', '# parameters']
+    """
+    from matplotlib.lines import Line2D
+
+    labels = labels or PLAIN
+    cols = [(c, h) for c, h in cols if all(isinstance(t.get(c), S.Interval) for t in table.values())]
+    if not cols:
+        raise ValueError("plot_forest: no column of the table holds intervals")
+    names = list(table)
+    fig, axes = _panels(len(cols), height=0.24 * len(names) + 1.0, sharey=True)
+    y = np.arange(len(names))[::-1]
+    for ax, (c, head) in zip(axes, cols):
+        for yi, k in zip(y, names):
+            iv = table[k][c]
+            if not np.isfinite(iv.value):
+                ax.text(0, yi, "n/a", ha="center", va="center", fontsize=10, color="0.4")
+                continue
+            col = FOREST_COLOURS[iv.sign]
+            ax.plot([iv.lo, iv.hi], [yi, yi], color=col, lw=2.2, solid_capstyle="butt")
+            ax.plot([iv.value], [yi], "o", color=col, ms=5)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_xlim(-1, 1)
+        ax.set_title(head)
+        ax.set_yticks(y, [labels.get(k, k) for k in names])
+        ax.set_xticks([-1, -0.5, 0, 0.5, 1], ["−1", "−½", "0", "½", "1"])
+    key = [Line2D([], [], color=FOREST_COLOURS[s], lw=2.2, marker="o", ms=5, label=lab)
+           for s, lab in (("+", "interval above 0"), ("-", "interval below 0"), ("0", "contains 0"))]
+    fig.legend(handles=key, loc="outside lower center", ncol=3)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def label_pairs(rows, same=("L", "N", "n_train", "seed")) -> list:

@@ -81,6 +81,25 @@ def test_no_raw_myst_in_any_generated_markdown_cell(editions):
     assert [p.stem for p in editions["launch"]] == [md.stem for md in CHAPTERS]
 
 
+def _images(cell) -> list[str]:
+    out = [v for att in cell.get("attachments", {}).values() for k, v in att.items() if k.startswith("image/")]
+    for o in cell.get("outputs", []):
+        out += [v for k, v in o.get("data", {}).items() if k.startswith("image/")]
+    return out
+
+
+def test_no_figure_twice_in_a_generated_notebook(editions):
+    """A glued figure is shown once, as the attachment of its caption: not also under its code cell."""
+    for path in editions["launch"]:
+        nb = nbformat.read(path, as_version=4)
+        plain = [c for c in nb.cells if c.cell_type == "code"
+                 and any(k.startswith("image/") for o in c.get("outputs", []) for k in o.get("data", {}))]
+        images = [img for c in nb.cells for img in _images(c)]
+        assert not plain, f"{path.name}: {len(plain)} code cell(s) show a figure under the cell"
+        assert len(images) == len(set(images)), f"{path.name}: {len(images) - len(set(images))} figure(s) twice"
+    assert sum(len(_images(c)) for p in editions["launch"] for c in nbformat.read(p, as_version=4).cells) > 20
+
+
 _CAPTION = re.compile(r'<span class="caption-number">(?P<text>[^<]+?)\s*</span>')
 _EQNO = re.compile(r'<span class="eqno">\((?P<n>[\d.]+)\)')
 

@@ -192,3 +192,128 @@ def test_flatten_walks_lists_of_dicts_and_leaves_empty_lists():
     flat = P.flatten_row({"a": [{"b": 1}, {"b": 2.0}], "e": [], "weights_file": "w", "s": None})
     assert flat == {"a[0].b": 1, "a[1].b": 2.0, "s": None}
     assert P.quantity("x.y[3].z[12]") == "x.y[].z[]"
+
+
+# ------------------------------------------------------------------------- written against mutation survivors
+
+def test_deviations_reports_every_quantity_with_its_kind():
+    fresh = {"s": 1.0, "h": 0.5, "v": [3.0, 0.0], "z": [1.0], "n": 2, "f": "a", "blocks": [[1.0, 2.0], [4.0, 8.0]],
+             "extra": 1.0, "short": [1.0], "none": None}
+    committed = {"s": 0.5, "h": 0.5, "v": [3.0, 1.5], "z": [0.0], "n": 2, "f": "b", "blocks": [[1.0, 2.0], [4.0, 6.0]],
+                 "short": [1.0, 2.0], "none": None, "gone": 1.0}
+    dev = P.deviations(fresh, committed)
+    assert dev == {
+        "s": (0.5, False),            # |1 − 0.5| / max(1, 0.5)
+        "h": (0.0, False),
+        "v": (0.5, False),            # |0 − 1.5| / 3, the vector's scale
+        "z": (math.inf, False),       # a committed vector of zeros has no scale: any change is infinite
+        "n": (0.0, True), "f": (math.inf, True), "none": (0.0, True),
+        "blocks[]": (2 / 6, False),   # the largest over both layers: |8 − 6| / 6, the committed scale
+        "extra": (math.inf, False), "gone": (math.inf, False), "short": (math.inf, False),
+    }
+
+
+def test_a_quantity_is_discrete_only_if_every_leaf_is():
+    dev = P.deviations({"a": [{"x": 1}, {"x": 1.0}]}, {"a": [{"x": 1}, {"x": 1.0}]})
+    assert dev == {"a[].x": (0.0, False)}
+    assert P.deviations({"a": [{"x": 1}, {"x": 2}]}, {"a": [{"x": 1}, {"x": 2}]}) == {"a[].x": (0.0, True)}
+
+
+def test_discrete_mismatch_fails_even_under_an_infinite_tolerance():
+    r = P.compare_rows({"n": 3, "x": 1.5}, {"n": 4, "x": 1.0}, {"n": math.inf})
+    assert r.failures == [("n", math.inf, 0.0), ("x", 0.5 / 1.5, 0.0)]  # x has no tolerance: must be equal
+    assert P.compare_rows({"x": 1.5}, {"x": 1.0}, {"x": 0.5}).ok
+
+
+def test_tolerance_file_messages(tmp_path):
+    def refused(table, match):
+        f = tmp_path / "t.json"
+        f.write_text(json.dumps(table))
+        with pytest.raises(ValueError, match=match):
+            P.load_tolerances(f)
+
+    base = _table()
+    refused(dict(base, tolerance=[1]), rf"^{tmp_path / 't.json'}: 'tolerance' and 'spread' must map the same")
+    refused(dict(base, spread=[1]), "must map the same quantities")
+    refused(dict(base, tolerance=dict(base["tolerance"], extra=1.0)), "must map the same quantities")
+    low = dict(base, tolerance=dict(base["tolerance"], train_loss=1e-6))
+    refused(low, r"tolerance of 'train_loss' is 1e-06; it must be finite, >= 0 and >= factor × spread = 2e-05$")
+    refused(dict(base, tolerance=dict(base["tolerance"], train_loss=math.inf)), "must be finite")
+    refused(["not", "a", "table"], "not a tolerance file of format 'bounds_lib.cpu-tolerance/1'")
+    assert P.load_tolerances()["schema"] == P.TOLERANCE_SCHEMA
+
+
+def test_summary_counts_failures_past_five():
+    committed = {f"x{i}": 1.0 for i in range(6)}
+    five = dict(committed, **{f"x{i}": 2.0 for i in range(5)})
+    s5 = P.compare_rows(five, committed, {}).summary()
+    assert s5 == "5 of 6 quantities outside tolerance: " + "; ".join(f"x{i}: 5.00e-01 > 0.0e+00" for i in range(5))
+    six = {q: 2.0 for q in committed}
+    assert P.compare_rows(six, committed, {}).summary() == s5.replace("5 of 6", "6 of 6") + " (and 1 more)"
+
+
+def test_spread_summary_defaults_to_the_committed_table():
+    assert P.spread_summary() == P.spread_summary(P.load_tolerances())
+    s = P.spread_summary(_table(spread={"train_loss": 1e-6, "test_loss": 2e-6, "gap_error": 0.0, "test_error": 0.0},
+                                tolerance={"train_loss": 1e-5, "test_loss": 2e-5, "gap_error": 0.0,
+                                           "test_error": 0.0}))
+    assert s["groups"] == {"losses and errors": {"moved": 2, "exact": 2, "spread": 2e-6, "tolerance": 2e-5}}
+    assert s["machine"] == {"cpu": "x"}
+
+
+def test_reference_rows_refuses_unknown_results_and_rows_past_the_end(monkeypatch):
+    with pytest.raises(ValueError, match=r"no reference rows for results 'nothing'; measured: common_loss, study, "
+                                         r"trained_grid$"):
+        P.reference_rows("nothing")
+    real = load_results
+
+    def truncated(name):
+        d = real(name)
+        return dict(d, rows=d["rows"][:TABLE["reference_rows"][0]["index"]])
+
+    monkeypatch.setattr("bounds_lib.results.load_results", truncated)
+    with pytest.raises(ValueError, match=r"row \d+ is not the row the tolerance was measured on; rerun "
+                                         r"benchmarks/cpu_spread\.py$"):
+        P.reference_rows(TABLE["reference_rows"][0]["results"])
+
+
+@pytest.mark.parametrize("spec", ["study:1:2", "study:x", "study", ":3"])
+def test_row_specs_are_results_colon_index(spec, capsys):
+    with pytest.raises(SystemExit):
+        P.main(["regenerate", "--rows", spec])
+    err = capsys.readouterr().err
+    assert "expected RESULTS:INDEX" in err or "unknown results ''" in err
+
+
+def test_cli_without_training(monkeypatch, capsys):
+    """``check`` and ``regenerate`` with the training replaced by a copy of the committed row."""
+    calls = []
+
+    def fake(row, threads=1):
+        calls.append(threads)
+        return json.loads(json.dumps(row))
+
+    monkeypatch.setattr(P, "regenerate", fake)
+    assert P.main(["regenerate", "--rows", "trained_grid:3", "study:12", "--threads", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["results"], r["index"]) for r in out] == [("trained_grid", 3), ("study", 12)] and calls == [2, 2]
+    assert out[0]["row"] == load_results("trained_grid")["rows"][3]
+    calls.clear()
+    assert P.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    want = [f"{r['results']}[{r['index']}]: ok — all" for r in TABLE["reference_rows"]]
+    assert [ln[:len(w)] for ln, w in zip(lines, want)] == want and len(lines) == len(want) and calls == [1] * len(want)
+    assert all(ln.endswith("quantities identical bit for bit") for ln in lines)
+    assert P.main(["regenerate"]) == 0  # default rows: every reference row, as JSON
+    assert [(r["results"], r["index"]) for r in json.loads(capsys.readouterr().out)] == [
+        (r["results"], r["index"]) for r in TABLE["reference_rows"]]
+
+    def off(row, threads=1):
+        bad = json.loads(json.dumps(row))
+        bad["train_loss"] *= 1.01
+        return bad
+
+    monkeypatch.setattr(P, "regenerate", off)
+    assert P.main(["check"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert all(": NOT REPRODUCED — 1 of " in ln and "train_loss: 9.90e-03" in ln for ln in lines), lines

@@ -1,0 +1,29 @@
+"""bounds_lib.glue: the book build's glue, and plain Jupyter without MyST-NB."""
+import pytest
+
+
+def test_glue_closes_a_figure_it_does_not_display():
+    """In the book build a figure glued with display=False is closed: the inline backend does not draw it a
+    second time under its cell (the page and the generated notebook show it once, where it is captioned)."""
+    pytest.importorskip("myst_nb")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bounds_lib.glue import glue
+
+    fig, _ = plt.subplots()
+    glue("test_fig_closed", fig, display=False)
+    assert not plt.fignum_exists(fig.number)
+    shown, _ = plt.subplots()
+    glue("test_fig_shown", shown, display=True)
+    assert plt.fignum_exists(shown.number)
+    plt.close(shown)
+
+
+def test_glue_refuses_an_empty_name():
+    from bounds_lib.glue import glue
+
+    with pytest.raises(TypeError, match="glue name must be a non-empty str"):
+        glue("", 1)
