@@ -359,11 +359,17 @@ class _MappingSource(TensorSource):
     def names(self):
         return list(self._tensors)
 
+    def _array_like(self, name):
+        """The stored value if it is an array (``shape`` and ``dtype``), else the validated array it
+        converts to (a nested list) — a value that is no array at all is the validation's error."""
+        t = self._tensors[name]
+        return t if hasattr(t, "shape") and hasattr(t, "dtype") else self.read_raw(name)
+
     def shape(self, name):
-        return tuple(self._tensors[name].shape)
+        return tuple(self._array_like(name).shape)
 
     def dtype(self, name):
-        return str(self._tensors[name].dtype).replace("torch.", "")
+        return str(self._array_like(name).dtype).replace("torch.", "")
 
     def read_raw(self, name):
         try:

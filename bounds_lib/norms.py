@@ -17,6 +17,8 @@ The falsification of the inequalities between these norms is
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._moved import moved_to
@@ -61,6 +63,35 @@ def as_matrix(W, name: str = "W") -> np.ndarray:
         bad = int(np.size(A) - np.count_nonzero(np.isfinite(A)))
         raise ValueError(f"{name} contains {bad} NaN or infinite entries; weights must be finite")
     return A
+
+
+#: Matrices whose largest |entry| lies outside [2^-16, 2^16] are scaled by a power of two (exact) before
+#: products, QRs, SVDs and norms, and the results scaled back in float64: in float32 a product of two
+#: 1e20 entries overflows (LAPACK then prints "DLASCL ... illegal value" and returns NaN), in float64
+#: entries near 1e200 do. Moderate weights — every trained model we know — are not touched.
+_SAFE_EXPONENT = 16
+
+
+def _pow2_scaled(W):
+    """``(W·2^-e, e)`` with ``max|W·2^-e|`` in [1/2, 1) when ``W`` is outside the safe range, else ``(W, 0)``.
+
+    Used by the norms below and by :mod:`bounds_lib.spectra`; scaling by a power of two is exact, so a
+    norm computed from the scaled matrix and multiplied back by ``2^e`` is the unscaled one.
+    """
+    m = max(float(W.max()), -float(W.min())) if W.size else 0.0  # two reductions, no |W| temporary
+    if m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT:
+        return W, 0
+    e = math.frexp(m)[1]
+    return np.ldexp(W, -e).astype(W.dtype, copy=False), e
+
+
+def _unscaled(value: float, e: int, what: str) -> float:
+    """``value · 2^e`` as a float; :class:`ValueError` when it exceeds the float64 range (never ``inf``)."""
+    with np.errstate(over="ignore"):
+        out = float(np.ldexp(value, e))
+    if not math.isfinite(out):
+        raise ValueError(f"{what} exceeds the float64 range (about 1.8e308); compute it in log space")
+    return out
 
 
 def validate_p(p, name: str = "p") -> float:
@@ -181,7 +212,14 @@ def schatten_power(sigma, p) -> float:
     s = validate_sigma(sigma)
     if p == 0.0:
         return float(numerical_rank(s))
-    return float(np.sum(s**p))
+    with np.errstate(over="ignore"):
+        out = float(np.sum(s**p))
+        if not math.isfinite(out):  # a term overflowed: σ₁ᵖ·Σ(σ_i/σ₁)ᵖ overflows only if S_p itself does
+            out = float(s[0] ** p * np.sum((s / s[0]) ** p))
+    if not math.isfinite(out):
+        raise ValueError(f"S_p = Σσᵖ (p = {p:g}, σ₁ = {s[0]:.3g}) exceeds the float64 range (about 1.8e308); "
+                         "compute it in log space: p·log σ₁ + log Σ(σ_i/σ₁)ᵖ")
+    return out
 
 
 def schatten_powers(sigma, ps) -> np.ndarray:
@@ -222,7 +260,11 @@ def schatten_powers(sigma, ps) -> np.ndarray:
     zero = p == 0
     out[zero] = numerical_rank(s)
     nz = s[s > 0]
-    out[~zero] = np.sum(np.power.outer(nz, p[~zero]), axis=0) if nz.size else 0.0
+    with np.errstate(over="ignore"):
+        out[~zero] = np.sum(np.power.outer(nz, p[~zero]), axis=0) if nz.size else 0.0
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"S_p = Σσᵖ (σ₁ = {s[0]:.3g}) exceeds the float64 range (about 1.8e308) for some p; "
+                         "compute it in log space: p·log σ₁ + log Σ(σ_i/σ₁)ᵖ")
     return out
 
 
@@ -273,18 +315,20 @@ def spectral_norm(W) -> float:
 
 
 def frobenius_norm(W) -> float:
-    """``‖W‖_F = (Σ_ij W_ij²)^{1/2} = S_2^{1/2}``."""
-    return float(np.linalg.norm(as_matrix(W), "fro"))
+    """``‖W‖_F = (Σ_ij W_ij²)^{1/2} = S_2^{1/2}`` (computed on ``W`` scaled by a power of two when its entries
+    are extreme, so that no square overflows or underflows)."""
+    A, e = _pow2_scaled(as_matrix(W))
+    return _unscaled(np.linalg.norm(A, "fro"), e, "‖W‖_F")
 
 
 def nuclear_norm(W) -> float:
     """``‖W‖_* = Σ_i σ_i = S_1``."""
-    return float(np.sum(singular_values(W)))
+    return _unscaled(np.sum(singular_values(W)), 0, "‖W‖_*")
 
 
 def stable_rank(W) -> float:
-    """``‖W‖_F² / ‖W‖_2²`` (0 for the zero matrix)."""
-    s = singular_values(W)
+    """``‖W‖_F² / ‖W‖_2²`` (0 for the zero matrix), on ``σ`` scaled by a power of two when it is extreme."""
+    s, _ = _pow2_scaled(singular_values(W))  # exact scaling: the same value, without overflow
     return 0.0 if s[0] == 0 else float(np.sum(s**2) / s[0] ** 2)
 
 
@@ -313,8 +357,8 @@ def norm_21(W) -> float:
     >>> norm_21([[3.0, 1.0], [4.0, 0.0]])
     6.0
     """
-    A = as_matrix(W)
-    return float(np.sum(np.linalg.norm(A, axis=0)))
+    A, e = _pow2_scaled(as_matrix(W))
+    return _unscaled(np.sum(np.linalg.norm(A, axis=0)), e, "‖W‖_{2,1}")
 
 
 def norm_11(W) -> float:
@@ -340,13 +384,15 @@ def norm_11(W) -> float:
     >>> norm_11([[3.0, -1.0], [4.0, 0.0]])
     8.0
     """
-    return float(np.sum(np.abs(as_matrix(W))))
+    with np.errstate(over="ignore"):
+        total = np.sum(np.abs(as_matrix(W)))
+    return _unscaled(total, 0, "‖W‖_{1,1}")
 
 
 def norm_2_to_inf(Z) -> float:
     """``‖Z‖_{2→∞} = max_t ‖Z_{t,:}‖_2`` — the largest row (token) norm."""
-    A = as_matrix(Z, "Z")
-    return float(np.max(np.linalg.norm(A, axis=1)))
+    A, e = _pow2_scaled(as_matrix(Z, "Z"))
+    return _unscaled(np.max(np.linalg.norm(A, axis=1)), e, "‖Z‖_{2→∞}")
 
 
 def _fro(s):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .checkpoints import ArchitectureSpec, LayerWeights, detect_architecture, iter_layers, open_checkpoint
-from .norms import RANK_RTOL, numerical_rank
+from .norms import RANK_RTOL, _pow2_scaled, numerical_rank
 from .validation import check_scalar
 
 __all__ = [
@@ -304,22 +304,6 @@ def _clean_sigma(core_sigma, n_full):
     tol = RANK_RTOL * n_full * max(float(s[0]), 1.0)
     s[s <= tol] = 0.0
     return s
-
-
-#: Matrices whose largest |entry| lies outside [2^-16, 2^16] are scaled by a power of two (exact) before
-#: products, QRs, SVDs and norms, and the results scaled back in float64: in float32 a product of two
-#: 1e20 entries overflows (LAPACK then prints "DLASCL ... illegal value" and returns NaN), in float64
-#: entries near 1e200 do. Moderate weights — every trained model we know — are not touched.
-_SAFE_EXPONENT = 16
-
-
-def _pow2_scaled(W):
-    """``(W·2^-e, e)`` with ``max|W·2^-e|`` in [1/2, 1) when ``W`` is outside the safe range, else ``(W, 0)``."""
-    m = max(float(W.max()), -float(W.min())) if W.size else 0.0  # two reductions, no |W| temporary
-    if m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT:
-        return W, 0
-    e = math.frexp(m)[1]
-    return np.ldexp(W, -e).astype(W.dtype, copy=False), e
 
 
 def _unscale(sigma, n21, n11, e):
