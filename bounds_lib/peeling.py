@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._logspace import logsumexp
 from ._moved import moved_to
 from .norms import schatten_powers, validate_sigma
+from .propagation import log_layer_lipschitz
 from .validation import check_array, check_scalar
 
 __all__ = [
@@ -212,46 +214,6 @@ def posthoc_choice(sigma, log_K, N, grid):
     return PosthocChoice(grid=g.copy(), log_T=lt, p_star=float(g[i]), log_T_star=float(lt[i]))
 
 
-def logsumexp(a, axis=None):
-    """``log Σ exp(a)`` without overflow; ``-inf`` entries contribute nothing (Chapter 4's aggregations).
-
-    Kept instead of ``scipy.special.logsumexp``, for a measured reason: SciPy (1.17) adds
-    ``log1p`` of the sum of the non-maximal terms to the maximum, which differs from this
-    ``log Σ exp(a − max) + max`` in the last bit on about 2.5 % of inputs — on the book's own inputs
-    it changes glued values of Chapters 5 and 6 (e.g. ``B_ours`` of Chapter 6 from
-    ``5.998964693778453`` to ``…464``). The two agree to a few units in the last place
-    (``tests/test_peeling.py`` proves it, ``-inf`` entries and the axis argument included); an empty
-    input raises here (SciPy returns ``-inf``).
-
-    Parameters
-    ----------
-    a : array_like
-        Log-space terms (``-inf`` allowed).
-    axis : int, optional
-        The axis to reduce (default: all entries).
-
-    Returns
-    -------
-    float or numpy.ndarray
-        ``log Σ exp(a)`` (a Python ``float`` for a full reduction).
-
-    Examples
-    --------
-    >>> import math
-    >>> round(math.exp(logsumexp([math.log(2.0), math.log(3.0), -math.inf])), 12)
-    5.0
-    >>> logsumexp([[0.0, -math.inf], [1000.0, 1000.0]], axis=1).round(6).tolist()
-    [0.0, 1000.693147]
-    """
-    a = np.asarray(a, dtype=np.float64)
-    m = np.max(a, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
-    out = np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
-    return out if out.ndim else float(out)
-
-
 def aggregate_sum(log_T_stars, L):
     """``log(Σ_j 𝒯*_j + √L)`` — the released ``B_ours`` (Chapter 4), by a log-sum-exp (safe for any depth).
 
@@ -409,7 +371,6 @@ def log_alpha_inflation(C_M, C_V, C_QK, ratio, L_phi=1.0, softmax_const=1.0):
     ``Λ_k = L_φ C_M C_V (1 + 2c C_QK)`` (:func:`bounds_lib.propagation.log_layer_lipschitz`). Arrays of shape
     ``(trials, L)`` give one value per row. Chapter 4, ``ch04-lem-shells``.
     """
-    from .propagation import log_layer_lipschitz
 
     rho = check_scalar(ratio, _RATIO, float, min_val=1.0, include_boundaries="neither")
     arrs = [np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (C_M, C_V, C_QK)]

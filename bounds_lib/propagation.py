@@ -26,7 +26,7 @@ import numpy as np
 
 from ._moved import moved_to
 from .model import project_rows, softmax_rows
-from .peeling import logsumexp
+from ._logspace import logsumexp
 from .validation import check_array, check_bool, check_scalar
 
 __all__ = [

@@ -55,3 +55,19 @@ def test_corrected_bound_on_real_weights(minilm_spectra):
     for bad in [dict(n=0, T=1), dict(n=10, T=1, delta=1.5), dict(n=10, T=1, readout_norm=-1.0)]:
         with pytest.raises(ValueError):
             corrected_bound(minilm_spectra, **bad)
+
+
+def test_rank_parameter_count_is_theta_at_p_zero():
+    # the p* = 0 finding: when every matrix picks p = 0, Θ = √(Σ s_j(d_j + d'_j) + N) · D exactly
+    from bounds_lib import compute_spectra
+    from bounds_lib.checkpoints import random_bert_state_dict
+    from bounds_lib.theorem import rank_parameter_count
+    state, config = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2)
+    spectra = compute_spectra(state, config=config)
+    rep = corrected_bound(spectra, n=100_000, T=128)
+    assert np.all(rep.p_stars == 0)
+    count = rank_parameter_count(spectra)
+    assert rep.log_rss == pytest.approx(0.5 * math.log(count + 8), rel=1e-12)
+    assert rep.log_Theta == pytest.approx(rep.log_rss + math.log(rep.dudley), rel=1e-12)
+    raw = rank_parameter_count(spectra, shells=False)
+    assert raw == 2 * (4 * 4 * 16 + 2 * 8 * 24) and raw <= count < raw * (1 + 1 / 2)   # shells of ratio 1 + 1/L
