@@ -55,10 +55,13 @@ __all__ = [
     "SMALL_COMMON_LOSS_GRID",
     "STUDY_GRID",
     "SMALL_STUDY_GRID",
+    "ROBUST_GRID",
+    "SMALL_ROBUST_GRID",
     "PRESETS",
     "parse_select",
     "select_configs",
     "study_configs",
+    "robust_configs",
     "grid_configs",
     "run_config",
     "run_grid",
@@ -144,6 +147,56 @@ SMALL_STUDY_GRID = dict(tasks=({"kind": "parity", "T": 8, "s": 2}, {"kind": "hal
                         disjoint_test=True, variants=({}, {"weight_decay": 1.0}, {"nuclear": 1e-3}, {"rank": 1}))
 PRESETS.update({"study": STUDY_GRID, "study-small": SMALL_STUDY_GRID})
 
+#: The robust study of Chapter 9 (``--preset robust``; pre-registered in
+#: ``bounds_lib/data/study_preregistration.md``): the planted-spectrum teacher task on T = 16 bits (exact
+#: population error over all 2^16 inputs), a full factorial over six axes at two levels each (``axes``,
+#: at ``n_train``) plus a sample-size family at the ``base`` configuration (``family_n``, both teacher
+#: ranks), every model trained to the common loss ``stop_loss`` (at most ``steps`` Adam steps).
+ROBUST_GRID = dict(task={"kind": "teacher", "T": 16, "s": 1}, n_train=128,
+                   axes={"L": (1, 2), "N": (16, 32), "lr": (0.01, 0.03), "weight_decay": (0.0, 0.1),
+                         "label_noise": (0.0, 0.05), "teacher_rank": (1, 0)},
+                   base={"L": 1, "N": 16, "lr": 0.03, "weight_decay": 0.0, "label_noise": 0.0},
+                   family_n=(64, 128, 256, 512), seeds=(0, 1), steps=3000, stop_loss=0.05)
+#: A tiny robust grid with the same format (seconds), used by the tests.
+SMALL_ROBUST_GRID = dict(task={"kind": "teacher", "T": 8, "s": 1}, n_train=16,
+                         axes={"L": (1,), "N": (4,), "lr": (0.03,), "weight_decay": (0.0, 0.1),
+                               "label_noise": (0.0,), "teacher_rank": (1, 0)},
+                         base={"L": 1, "N": 4, "lr": 0.03, "weight_decay": 0.0, "label_noise": 0.0},
+                         family_n=(16, 32), seeds=(0, 1), steps=60, stop_loss=0.3)
+PRESETS.update({"robust": ROBUST_GRID, "robust-small": SMALL_ROBUST_GRID})
+
+
+def robust_configs(spec: dict) -> list:
+    """All configs of a robust-study spec: per seed, the factorial over ``axes`` at ``n_train``, then the
+    sample-size family (``base`` with every ``family_n`` and teacher rank; configs already in the
+    factorial are not repeated). The test set of the teacher task is all ``2^T`` inputs.
+
+    >>> configs = robust_configs(SMALL_ROBUST_GRID)
+    >>> len(configs), sorted({c.n_train for c in configs})
+    (12, [16, 32])
+    """
+    import itertools
+
+    from .training import TrainConfig
+
+    keys = list(spec["axes"])
+    task = dict(spec["task"])
+    common = dict(**task, n_test=2 ** task["T"], steps=spec["steps"], stop_loss=spec["stop_loss"])
+    out = []
+    for seed in spec["seeds"]:
+        seen = set()
+        for values in itertools.product(*(spec["axes"][k] for k in keys)):
+            c = TrainConfig(n_train=spec["n_train"], seed=seed, **dict(zip(keys, values)), **common)
+            seen.add(c)
+            out.append(c)
+        for n in spec["family_n"]:
+            for r in spec["axes"]["teacher_rank"]:
+                c = TrainConfig(n_train=n, seed=seed, teacher_rank=r, **spec["base"], **common)
+                if c not in seen:
+                    seen.add(c)
+                    out.append(c)
+    return out
+
 
 def study_configs(spec: dict) -> list:
     """All configs of a study spec (``tasks`` × ``variants`` × ``n_trains`` × depths × widths × ``seeds``)."""
@@ -197,6 +250,8 @@ def grid_configs(spec: dict) -> list:
 
     if "variants" in spec:
         return study_configs(spec)
+    if "axes" in spec:
+        return robust_configs(spec)
     common = dict(kind=spec["kind"], T=spec["T"], s=spec["s"], steps=spec["steps"], lr=spec["lr"],
                   n_test=spec["n_test"], stop_loss=spec.get("stop_loss"))
     out = []
@@ -274,6 +329,16 @@ def result_row(res) -> dict:
         row["test_correct_hex"] = np.packbits(res.test_correct).tobytes().hex()
         row["singular_values"] = _spectra(model)
         row["init_singular_values"] = _spectra(_initial_model(config))
+    if config.kind == "teacher":  # rows of Chapter 9: the exact clean error, spectra and the study's measures
+        from .study import study_measures
+        from .trained_report import corrected_report
+
+        row["population_error_clean"] = res.clean_test_error
+        row["singular_values"] = _spectra(model)
+        row["study"] = study_measures(res)
+        rep = corrected_report(row)
+        row["study"]["log10_theta"] = rep.log_Theta / np.log(10.0)
+        row["study"]["theta_gap_bound"] = rep.gap_bound
     return row
 
 
@@ -466,10 +531,11 @@ def main(argv=None) -> int:
     [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``."""
     ap = argparse.ArgumentParser(prog=GRID_COMMAND, description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="results JSON file to write")
-    ap.add_argument("--preset", choices=("full", "common-loss", "study"), default="full",
+    ap.add_argument("--preset", choices=("full", "common-loss", "study", "robust"), default="full",
                     help="'full': the fixed-step grid of trained_grid.json; 'common-loss': every model trained "
                          "to a common training loss (trained_common_loss.json); 'study': the spectrum-shaping "
-                         "study of Chapter 8 (spectrum_study.json)")
+                         "study of Chapter 8 (spectrum_study.json); 'robust': the pre-registered robust study "
+                         "of Chapter 9 on the planted teacher (study_robust.json)")
     ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="dispatch the configs through this Dask distributed scheduler (default: local)")
     ap.add_argument("--small", action="store_true", help="tiny grid of the preset with the same format (seconds)")

@@ -35,7 +35,7 @@ from .tasks import TASK_KINDS, BooleanTask, sample
 from .torch_model import TorchTransformer, to_numpy
 from .validation import check_bool, check_scalar
 
-__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "disjoint_test_sample",
+__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "exact_population", "disjoint_test_sample",
            "nuclear_penalty", "initial_model", "train"]
 
 TRAIN_STREAM, TEST_STREAM = 0, 1
@@ -78,6 +78,9 @@ class TrainConfig:
     nuclear: float = 0.0  # λ of the penalty λ Σ ‖W‖_* (nuclear norm, Schatten-1) over the 3L matrices
     rank: int = 0  # > 0: every matrix factorised as A Bᵀ with A, B of shape N×rank
     disjoint_test: bool = False  # test inputs exclude every training bit string; per-example results stored
+    # the robust study of Chapter 9 (off by default): the planted teacher's rank and label noise
+    teacher_rank: int = 0  # kind="teacher": planted rank r* of the teacher's matrices (0: full rank)
+    label_noise: float = 0.0  # probability that a training label is flipped
 
     def __post_init__(self):
         for name, what in (("L", "L (number of blocks)"), ("N", "N (hidden size)"), ("n_train", "n_train"),
@@ -96,6 +99,10 @@ class TrainConfig:
         check_scalar(self.rank, f"rank (0: full matrices; at most N = {self.N})", int, min_val=0, max_val=self.N)
         check_bool(self.random_labels, "random_labels")
         check_bool(self.disjoint_test, "disjoint_test")
+        self.task()  # validates teacher_rank and label_noise
+        if self.kind == "teacher" and self.n_test != 2 ** self.T:
+            raise ValueError(f"the teacher task is tested on all 2^T inputs: set n_test = 2**T = {2 ** self.T}, "
+                             f"got {self.n_test}")
         for name, allowed in (("kind", TASK_KINDS), ("act", tuple(ACTIVATIONS))):
             v = getattr(self, name)
             if not isinstance(v, str):
@@ -105,7 +112,8 @@ class TrainConfig:
 
     #: fields left out of :meth:`as_dict` at their default, so rows written before they existed keep
     #: their format and their configuration keys (``--reuse`` matches on the exact dict)
-    _OPTIONAL = {"stop_loss": None, "weight_decay": 0.0, "nuclear": 0.0, "rank": 0, "disjoint_test": False}
+    _OPTIONAL = {"stop_loss": None, "weight_decay": 0.0, "nuclear": 0.0, "rank": 0, "disjoint_test": False,
+                 "teacher_rank": 0, "label_noise": 0.0}
 
     def as_dict(self) -> dict:
         """The fields as a dict; optional fields (``stop_loss``, the Chapter 8 choices) only when set."""
@@ -117,7 +125,8 @@ class TrainConfig:
 
     def task(self) -> BooleanTask:
         return BooleanTask(kind=self.kind, T=self.T, s=self.s, N=self.N, seed=self.seed,
-                           random_labels=self.random_labels)
+                           random_labels=self.random_labels, teacher_rank=self.teacher_rank,
+                           label_noise=self.label_noise)
 
 
 @dataclass
@@ -136,6 +145,7 @@ class TrainResult:
     reached_target: bool | None = None  # None without ``stop_loss``
     test_correct: np.ndarray | None = None  # per test example: 1 if classified correctly (disjoint_test)
     n_test_overlap: int | None = None  # test candidates dropped because they were training inputs
+    clean_test_error: float | None = None  # teacher task: exact population error against the clean labels
 
     @property
     def gap_loss(self) -> float:
@@ -171,6 +181,36 @@ def evaluate(model: TorchTransformer, X: torch.Tensor, y: torch.Tensor, batch: i
         losses += float(torch.nn.functional.softplus(-yy * f).sum())
         errors += float((yy * f <= 0).sum())
     return losses / X.shape[0], errors / X.shape[0]
+
+
+@torch.no_grad()
+def exact_population(model: TorchTransformer, task, batch: int = 8192):
+    """Exact population ``(logistic loss, 0-1 error, clean 0-1 error)`` of ``model`` on a ``teacher`` task.
+
+    The input distribution is uniform on ``{±1}^T``, so the population risk is the mean over all ``2^T``
+    inputs (:func:`bounds_lib.tasks.all_bits`) — no test sample, no test-set noise. With label noise ``η``
+    the label of input ``x`` is ``y*(x)`` with probability ``1 − η`` and ``−y*(x)`` with ``η``, so with the
+    margin ``m = y* f(x)`` the risks are ``mean[(1−η)·1{m ≤ 0} + η·1{m ≥ 0}]`` (0-1; ``f = 0`` is an error
+    under either label) and ``mean[(1−η)·log(1+e^{−m}) + η·log(1+e^{m})]`` (logistic), exactly; the clean
+    error is ``mean 1{m ≤ 0}``. Chapter 9 (a test checks the mean over all inputs directly).
+    """
+    from .tasks import all_bits, encode, teacher_labels_all, token_embedding
+
+    bits = all_bits(task.T)
+    y_all = teacher_labels_all(task.T, task.teacher_rank)
+    emb = token_embedding(task.T, task.N, task.seed)
+    eta = task.label_noise
+    dtype = next(model.parameters()).dtype
+    margins = []
+    for i in range(0, bits.shape[0], batch):
+        X = torch.as_tensor(encode(bits[i:i + batch], emb), dtype=dtype)
+        y = torch.as_tensor(np.array(y_all[i:i + batch]), dtype=dtype)  # a copy: y_all is read-only
+        margins.append((y * model(X)).to(torch.float64))
+    m = torch.cat(margins)
+    sp = torch.nn.functional.softplus
+    loss = float(((1 - eta) * sp(-m) + eta * sp(m)).mean())
+    err = float(((1 - eta) * (m <= 0).double() + eta * (m >= 0).double()).mean())
+    return loss, err, float((m <= 0).double().mean())
 
 
 def disjoint_test_sample(task, n_test: int, train_bits: np.ndarray):
@@ -263,12 +303,15 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     task = config.task()
     Xtr, ytr, btr = sample(task, config.n_train, TRAIN_STREAM)
     overlap = None
-    if config.disjoint_test:
+    if config.kind == "teacher":  # the exact population is the test set (evaluated after training)
+        Xte = yte = None
+    elif config.disjoint_test:
         Xte, yte, _, overlap = disjoint_test_sample(task, config.n_test, btr)
     else:
         Xte, yte, _ = sample(task, config.n_test, TEST_STREAM)
     Xtr, ytr = torch.as_tensor(Xtr, dtype=dtype), torch.as_tensor(ytr, dtype=dtype)
-    Xte, yte = torch.as_tensor(Xte, dtype=dtype), torch.as_tensor(yte, dtype=dtype)
+    if Xte is not None:
+        Xte, yte = torch.as_tensor(Xte, dtype=dtype), torch.as_tensor(yte, dtype=dtype)
     model = initial_model(config, dtype)
     opt = _optimizer(model, config)
     curve = []
@@ -296,10 +339,14 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
                 reached = True
     model.eval()
     tr_loss, tr_err = evaluate(model, Xtr, ytr)
-    te_loss, te_err = evaluate(model, Xte, yte)
+    clean = None
+    if Xte is None:
+        te_loss, te_err, clean = exact_population(model, task)
+    else:
+        te_loss, te_err = evaluate(model, Xte, yte)
     correct = None
     if config.disjoint_test:
         with torch.no_grad():
             correct = (yte * model(Xte) > 0).numpy().astype(np.uint8)
     return TrainResult(config, model, tr_loss, tr_err, te_loss, te_err, curve,
-                       time.perf_counter() - t0, taken, reached, correct, overlap)
+                       time.perf_counter() - t0, taken, reached, correct, overlap, clean)
