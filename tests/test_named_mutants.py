@@ -1,0 +1,192 @@
+"""Tests that kill the mutants issue 21 names — plausible bugs the fast suite used to miss (or caught only
+through a docstring example). Each test says which mutant it kills; every expected value is derived
+here from the definition (never typed from an output). ``make mutation`` runs this file for the modules
+it covers (tests/mutation/run_mutation.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from tiny_checkpoints import synthetic_spectra
+
+from bounds_lib import norms
+from bounds_lib.checkpoints import random_bert_state_dict
+from bounds_lib.norms import RANK_RTOL
+from bounds_lib.scoring import score
+from bounds_lib.spectra import SpectraCache, compute_spectra, head_product_spectra
+
+LN10 = math.log(10.0)
+
+
+# ------------------------------------------------------------------ spectra
+
+
+def _state_dict_with_core_values(values, N=64, H=16):
+    """A one-layer BERT state dict (N, H heads, d_h = N/H) whose head 0 has ``QK_0`` with exactly the
+    singular values ``values`` (Q's head-0 columns ``e_i``, K's ``values_i e_i``)."""
+    sd, cfg = random_bert_state_dict(n_layers=1, hidden=N, n_heads=H, d_ff=2 * N, seed=0)
+    d = N // H
+    q, k = "encoder.layer.0.attention.self.query.weight", "encoder.layer.0.attention.self.key.weight"
+    sd[q][:d] = 0.0
+    sd[k][:d] = 0.0
+    for i, v in enumerate(values):  # nn.Linear (out, in): row i of the head-0 block is column i of W_{Q,0}
+        sd[q][i, i] = 1.0
+        sd[k][i, i] = v
+    return sd, cfg
+
+
+def test_clean_zero_tolerance_is_the_released_one_over_all_N_values():
+    """Kills: ``_clean_sigma``'s tolerance with d_h instead of N. A core value between the two
+    tolerances (``RANK_RTOL·d_h < 5e-9 ≤ RANK_RTOL·N`` at N = 64, d_h = 4) is a numerical zero for the
+    released rank (over all N singular values of the N×N product): clean mode must zero it, as paper
+    mode's explicit SVD counts it out of the rank."""
+    N, H = 64, 16
+    d = N // H
+    tiny = 5e-9
+    assert RANK_RTOL * d < tiny <= RANK_RTOL * N  # the test's premise: the two tolerances disagree here
+    sd, cfg = _state_dict_with_core_values([1.0, tiny], N, H)
+    clean = compute_spectra(sd, config=cfg).select("QK", 0)[0]
+    paper = compute_spectra(sd, config=cfg, mode="paper").select("QK", 0)[0]
+    assert paper.sigma[1] == pytest.approx(tiny, rel=1e-6)   # the value is really there
+    assert paper.rank == 1 == clean.rank
+    assert np.count_nonzero(clean.sigma) == 1                  # zeroed, not kept
+    sd2, _ = _state_dict_with_core_values([1.0, 2 * RANK_RTOL * N], N, H)  # above the tolerance: kept
+    assert np.count_nonzero(compute_spectra(sd2, config=cfg).select("QK", 0)[0].sigma) == 2
+
+
+def test_the_cache_key_holds_entrywise():
+    """Kills: the spectra cache key without ``entrywise``. After a cached ``entrywise=False`` run the
+    same cache must not hand its NaN (1,1) norms to an ``entrywise=True`` run."""
+    sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16)
+    fresh = compute_spectra(sd, config=cfg, entrywise=True)
+    cache = SpectraCache()
+    without = compute_spectra(sd, config=cfg, entrywise=False, cache=cache)
+    assert all(math.isnan(m.norm_11) for m in without.select("QK"))
+    again = compute_spectra(sd, config=cfg, entrywise=True, cache=cache)
+    assert [m.norm_11 for m in again.matrices] == [m.norm_11 for m in fresh.matrices]
+    assert math.isfinite(score(again).log_B_11) and score(again).log_B_11 == score(fresh).log_B_11
+
+
+def test_cache_counts_every_group_once_per_mode():
+    """(A docstring-only kill given a real test.) Clean then paper on one cache: 4 groups per layer are
+    new in clean mode; paper mode recomputes the 2 head-product groups and reuses M_in, M_out."""
+    L = 3
+    sd, cfg = random_bert_state_dict(n_layers=L, hidden=8, n_heads=2, d_ff=16)
+    cache = SpectraCache()
+    compute_spectra(sd, config=cfg, cache=cache)
+    assert (cache.misses, cache.hits) == (4 * L, 0)
+    compute_spectra(sd, config=cfg, mode="paper", cache=cache)
+    assert (cache.misses, cache.hits) == (4 * L + 2 * L, 2 * L)
+    compute_spectra(sd, config=cfg, cache=cache)
+    assert (cache.misses, cache.hits) == (6 * L, 2 * L + 4 * L)
+
+
+def test_head_product_norms_are_column_norms_of_the_explicit_product(rng):
+    """(A docstring-only kill given a real test: the (2,1)-norm transposition.) For random non-square
+    factors with grouped heads, σ, ‖P_h‖_{2,1} (column sums) and ‖P_h‖_{1,1} of ``P_h = A_h B_{g(h)}ᵀ``
+    agree with the explicit product; the row-norm sum (the transposed norm) does not."""
+    H, G, N, d = 4, 2, 9, 3
+    A = rng.standard_normal((H, N, d)) * rng.uniform(0.1, 3.0, size=(H, 1, d))
+    B = rng.standard_normal((G, N, d)) * rng.uniform(0.1, 3.0, size=(G, 1, d))
+    groups = np.array([0, 0, 1, 1])
+    sigma, n21, n11 = head_product_spectra(A, B, groups)
+    for h in range(H):
+        P = A[h] @ B[groups[h]].T
+        np.testing.assert_allclose(sigma[h], np.linalg.svd(P, compute_uv=False)[:d], rtol=1e-10)
+        assert n21[h] == pytest.approx(np.sum(np.linalg.norm(P, axis=0)), rel=1e-12)
+        assert n21[h] != pytest.approx(np.sum(np.linalg.norm(P, axis=1)), rel=1e-6)
+        assert n11[h] == pytest.approx(np.sum(np.abs(P)), rel=1e-12)
+
+
+def test_norm_21_sums_column_norms():
+    """The released (2,1) norm sums the norms of the columns (row-vector convention); on a matrix whose
+    row-norm sum differs, the transposed mutant is caught."""
+    W = np.array([[3.0, 0.0, 1.0], [4.0, 2.0, 0.0]])
+    cols = sum(math.hypot(*W[:, j]) for j in range(W.shape[1]))
+    rows = sum(math.sqrt(sum(x * x for x in W[i])) for i in range(W.shape[0]))
+    assert norms.norm_21(W) == pytest.approx(cols, rel=1e-15) and cols != pytest.approx(rows)
+    assert norms.norm_21(W.T) == pytest.approx(rows, rel=1e-15)
+
+
+def test_prefix_is_the_first_k_layers():
+    """(A docstring-only kill given a real test.) ``prefix(k)`` keeps exactly the matrices of layers < k,
+    sets L = k and records the full depth."""
+    sd, cfg = random_bert_state_dict(n_layers=4, hidden=8, n_heads=2, d_ff=16)
+    sp = compute_spectra(sd, config=cfg)
+    for k in (1, 3, 4):
+        pre = sp.prefix(k)
+        assert pre.L == k and pre.meta["prefix_of"] == 4 and pre.arch.hidden == sp.arch.hidden
+        assert pre.matrices == tuple(m for m in sp.matrices if m.layer < k)
+    with pytest.raises(ValueError):
+        sp.prefix(5)
+
+
+# ------------------------------------------------------------------ scoring: the per-matrix rows
+
+
+def test_every_log10_column_of_a_row_is_its_natural_log_over_ln10():
+    """Kills: ``log10_alpha`` (or any log10 column) of the CSV/JSON rows in another base. Each row's
+    log10 columns are the report's natural-log fields divided by ln 10 — checked against α and K of the
+    report itself (α from its ``log_alpha`` per layer, ``10^{log10 K} = e^{log K}``)."""
+    rep = score(synthetic_spectra(L=3))
+    for m in rep.matrices:
+        row = m.to_row()
+        assert row["log10_alpha"] == pytest.approx(rep.log_alpha[m.layer] / LN10, rel=1e-14)
+        for col, field in (("log10_gamma", m.log_gamma), ("log10_K", m.log_K), ("log10_T_star", m.log_T_star),
+                           ("log10_T0", m.log_T0)):
+            assert 10 ** row[col] == pytest.approx(math.exp(field), rel=1e-12), col
+    d = rep.to_dict()
+    np.testing.assert_allclose(d["log10_alpha"], rep.log_alpha / LN10, rtol=1e-14)
+    np.testing.assert_allclose(d["log10_Lambda"], rep.log_Lambda / LN10, rtol=1e-14)
+    assert any(abs(r["log10_alpha"]) > 0.1 for r in d["matrices"])  # α ≠ 1 somewhere: the base matters
+
+
+# ------------------------------------------------------------------ theorem (tests only; theorem.py is issue 20's)
+
+
+def test_theta_uses_the_smaller_dimension():
+    """Kills: θ with max(ℓ, m) for min(ℓ, m). Chapter 5's θ² = 2 (s(ℓ+m))^{2/(p+2)} (144 min(ℓ,m) m)^{p/(p+2)}
+    K^{2p/(p+2)}, evaluated directly (no logs) for non-square shapes both ways round."""
+    from bounds_lib.theorem import log_theta
+
+    s, K = 6.0, 3.5
+    for rows, cols in ((8, 24), (24, 8), (5, 7)):
+        for p in (0.25, 1.0, 2.0):
+            theta2 = (2 * (s * (rows + cols)) ** (2 / (p + 2)) * (144 * min(rows, cols) * cols) ** (p / (p + 2))
+                      * K ** (2 * p / (p + 2)))
+            assert log_theta(math.log(s), p, math.log(K), rows, cols) == pytest.approx(0.5 * math.log(theta2),
+                                                                                        rel=1e-13)
+
+
+def test_deviation_term_is_over_2n():
+    """Kills: the theorem's deviation term with /n for /(2n): ``3 B √((log(4/δ) + Π)/(2n))`` (McDiarmid's
+    bounded-difference rate for a loss in [0, B], B = 1), recomputed from the report's own Π."""
+    from bounds_lib.theorem import corrected_bound
+
+    for n, delta in ((1000, 0.05), (10**6, 0.01)):
+        r = corrected_bound(synthetic_spectra(), n=n, T=16, delta=delta)
+        assert r.gap_deviation == pytest.approx(3 * math.sqrt((math.log(4 / delta) + r.penalty_nats) / (2 * n)),
+                                                rel=1e-14)
+        assert r.gap_bound == pytest.approx(r.gap_main + r.gap_deviation, rel=1e-15)
+
+
+# ------------------------------------------------------------------ stats (tests only)
+
+
+def test_bootstrap_interval_is_equal_tailed():
+    """Kills: the percentile (1 − level) for (1 − level)/2. With draws 0, 1/1000, …, 1 the level-0.9
+    interval is the 5th to the 95th percentile: 5 % of the draws below it and 5 % above."""
+    from bounds_lib.stats import _interval
+
+    draws = np.arange(1001) / 1000
+    for level in (0.9, 0.5):
+        iv = _interval(0.5, draws, level)
+        tail = (1 - level) / 2
+        assert (iv.lo, iv.hi) == pytest.approx((np.quantile(draws, tail), np.quantile(draws, 1 - tail)), abs=1e-12)
+        assert np.mean(draws < iv.lo) == pytest.approx(tail, abs=1.5e-3)
+        assert np.mean(draws > iv.hi) == pytest.approx(tail, abs=1.5e-3)
+        assert iv.n_boot == draws.size and iv.n_undefined == 0
+    withnan = np.append(draws, [np.nan, np.inf])
+    assert _interval(0.5, withnan, 0.9).n_undefined == 2
