@@ -317,3 +317,43 @@ def test_cli_without_training(monkeypatch, capsys):
     assert P.main(["check"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert all(": NOT REPRODUCED — 1 of " in ln and "train_loss: 9.90e-03" in ln for ln in lines), lines
+
+
+def test_cli_help_and_usage(capsys):
+    with pytest.raises(SystemExit) as exc:
+        P.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
+    assert exc.value.code == 0 and out.startswith("usage: python -m bounds_lib.reproduce [-h]")
+    for text in ("Regenerate committed results rows on this machine.", "{check,regenerate}",
+                 "torch threads (default 1, as the grids ran)", "--rows RESULTS:INDEX [RESULTS:INDEX ...]",
+                 "rows to regenerate (regenerate only; default: the reference rows)"):
+        assert text in out, text
+    for argv, message in ((["compare"], "invalid choice: 'compare' (choose from 'check', 'regenerate')"),
+                          (["regenerate", "--rows", "trained_grid:80"], "has 80 rows; no row 80"),
+                          (["check", "--rows", "study:0"],
+                           "--rows goes with regenerate; check always uses the reference rows"),
+                          (["regenerate", "--rows", "nothing:0"],
+                           "unknown results 'nothing'; supported: trained_grid, common_loss, study, "
+                           "common_loss_rand256")):
+        with pytest.raises(SystemExit):
+            P.main(argv)
+        assert message in capsys.readouterr().err, argv
+
+
+def test_cli_check_fails_if_any_row_fails(monkeypatch, capsys):
+    first = TABLE["reference_rows"][0]["config"]
+
+    def off_first(row, threads=1):
+        bad = json.loads(json.dumps(row))
+        if row["config"] == first:
+            bad["test_loss"] *= 1.01
+        return bad
+
+    monkeypatch.setattr(P, "regenerate", off_first)
+    assert P.main(["check"]) == 1  # the later rows pass; the first one's failure still fails the run
+    lines = capsys.readouterr().out.splitlines()
+    assert "NOT REPRODUCED" in lines[0] and all(": ok — " in ln for ln in lines[1:])
+
+
+def test_spread_markdown_alignment_row():
+    assert P.spread_markdown(_table()).splitlines()[1] == "|---|---:|---:|---:|---:|"
