@@ -162,3 +162,30 @@ def test_dudley_linear_scaling():
         norms.dudley_bound_linear(10, 2, etas=[0.0])
     with pytest.raises(TypeError):
         norms.rademacher_linear_mc(np.random.default_rng(0), 10, True)
+
+
+def test_norms_of_extreme_matrices_are_computed_scaled():
+    """Entries near 1e300 or 1e-170: the true values are within float64, so they are returned (the same
+    value as the matrix scaled down by 2^k, then multiplied back) — not inf or NaN; a value truly beyond
+    float64 is a ValueError, never inf."""
+    import warnings
+
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((5, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warnings either
+        for scale in (2.0**1000, 2.0**-560):
+            big = W * scale  # exact: a power of two
+            assert norms.frobenius_norm(big) == norms.frobenius_norm(W) * scale
+            assert norms.norm_21(big) == norms.norm_21(W) * scale
+            assert norms.norm_2_to_inf(big) == norms.norm_2_to_inf(W) * scale
+            assert norms.stable_rank(big) == pytest.approx(norms.stable_rank(W), rel=1e-14)
+        sigma = np.array([1e160, 1e159, 1e158])
+        assert norms.stable_rank(np.diag(sigma)) == pytest.approx(1 + 1e-2 + 1e-4, rel=1e-14)
+        assert norms.schatten_power([1e160, 1e160], 1.0) == 2e160
+        assert norms.schatten_power([2.0**600, 2.0**600], 0.5) == 2 * 2.0**300
+        for f, args in ((norms.schatten_power, ([1e300, 1e300], 2)), (norms.schatten_powers, ([1e300], [0, 2])),
+                        (norms.frobenius_norm, (np.full((3, 3), 1e308),)), (norms.norm_11, (np.full((3, 3), 1e308),))):
+            with pytest.raises(ValueError, match="exceeds the float64 range"):
+                f(*args)
+
