@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bounds_lib import reproduce as P
-from bounds_lib.results import load_results
+from bounds_lib.results import RESULTS_FILES, load_results
 
 TABLE = P.load_tolerances()
 
@@ -333,8 +333,7 @@ def test_cli_help_and_usage(capsys):
                           (["check", "--rows", "study:0"],
                            "--rows goes with regenerate; check always uses the reference rows"),
                           (["regenerate", "--rows", "nothing:0"],
-                           "unknown results 'nothing'; supported: trained_grid, common_loss, study, "
-                           "common_loss_rand256")):
+                           "unknown results 'nothing'; supported: " + ", ".join(RESULTS_FILES))):
         with pytest.raises(SystemExit):
             P.main(argv)
         assert message in capsys.readouterr().err, argv
