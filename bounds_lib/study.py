@@ -17,11 +17,17 @@ across bootstrap seeds, from which each hypothesis gets *supported*, *borderline
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AXES", "SIGMA_GRID", "PAC_DELTA", "MARGIN_QUANTILE", "training_margins", "spectral_complexity",
-           "distance_to_init", "perturbation_sharpness", "pac_bayes_bound", "study_measures"]
+from . import stats as S
+
+__all__ = ["AXES", "SIGMA_GRID", "PAC_DELTA", "MARGIN_QUANTILE", "MEASURES", "HYPOTHESES", "Hypothesis",
+           "training_margins", "spectral_complexity", "distance_to_init", "perturbation_sharpness",
+           "pac_bayes_bound", "study_measures", "with_axes", "measure", "clusters", "paired_interval",
+           "sign_errors", "sign_error_summary", "statistic", "pstar_rank_differences", "seed_sweep", "verdict",
+           "SweepResult"]
 
 #: The axes of the factorial grid (config keys), each at two levels; ``n_train`` varies in the family.
 AXES = ("L", "N", "lr", "weight_decay", "label_noise", "teacher_rank")
@@ -155,3 +161,281 @@ def study_measures(res) -> dict:
             "log10_spectral": spectral_complexity(s1, n21, float(np.linalg.norm(model.w))),
             "sigma_sharp": sigma, "err_q": err_q,
             "pac_bayes": pac_bayes_bound(dist ** 2, sigma, err_q, config.n_train)}
+
+
+# ----------------------------------------------------------------------------- rows and measures of the study
+
+#: The measures of Chapter 9 (keys of :func:`measure`) and their labels; all ``log10`` except where noted.
+MEASURES = {
+    "B_ours": "B_ours/γ√n", "theta": "Θ/γ√n (corrected)", "B_edelman": "B_Edelman/γ√n",
+    "spectral": "spectral/γ√n", "dist_init": "‖θ−θ₀‖₂", "n_params": "# parameters", "mean_p_star": "mean p*",
+    "sharpness": "sharpness 1/σ'²", "pac_bayes": "PAC-Bayes (prior at init)", "steps_taken": "steps taken",
+    "train_error": "training error", "neg_log_n": "−log n",
+}
+#: Defaults of the config keys that results rows leave out at their default (:meth:`TrainConfig.as_dict`).
+_CONFIG_DEFAULTS = {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0}
+
+
+def with_axes(rows) -> tuple:
+    """``(analysed, excluded)``: the rows with every axis in ``config`` (defaults filled in), split by
+    whether they reached the common training loss (the pre-registered exclusion rule).
+
+    >>> ok, out = with_axes([{"config": {"L": 1}, "reached_target": True},
+    ...                      {"config": {"L": 2, "label_noise": 0.05}, "reached_target": False}])
+    >>> ok[0]["config"]["teacher_rank"], len(out), out[0]["config"]["label_noise"]
+    (0, 1, 0.05)
+    """
+    ok, out = [], []
+    for r in rows:
+        r = {**r, "config": {**_CONFIG_DEFAULTS, **r["config"]}}
+        (ok if r.get("reached_target") else out).append(r)
+    return ok, out
+
+
+def measure(rows, name: str) -> np.ndarray:
+    """Values of the Chapter 9 measure ``name`` (a key of :data:`MEASURES`) on ``rows``.
+
+    The bounds are written as the theory writes them, in ``log10``: ``B_ours`` is
+    ``log10(B_ours·‖w‖₂/(γ√n))`` (the released ``Σ T* + √L``, times the readout norm that scales the
+    network's output, over the margin ``γ`` that turns the 0-1 loss into a ``1/γ``-Lipschitz ramp, over
+    ``√n``); ``B_edelman`` and ``spectral`` likewise; ``theta`` is ``log10(Θ/(γ√n))`` (``Θ`` already
+    carries the readout radius). ``sharpness`` is ``log10 1/σ'²``, ``pac_bayes`` and ``dist_init`` their
+    ``log10``; ``mean_p_star``, ``steps_taken``, ``train_error`` plain values, ``neg_log_n`` is ``−ln n``.
+
+    Raises
+    ------
+    KeyError
+        An unknown measure, or rows without the study's measures (``row["study"]``).
+    """
+    from .results import proxy_value
+
+    if name not in MEASURES:
+        raise KeyError(f"unknown measure {name!r}; available: {', '.join(MEASURES)}")
+    def value(r):
+        n, p = r["config"]["n_train"], r["proxies"]
+        if name == "mean_p_star":
+            return proxy_value(r, "mean_p_star")
+        if name in ("steps_taken", "train_error"):
+            return float(r[name])
+        if name == "neg_log_n":
+            return -math.log(n)
+        if name == "n_params":
+            return p["n_params"]
+        st = r["study"]
+        scale = -math.log10(st["margin"]) - 0.5 * math.log10(n)  # over γ√n
+        w = math.log10(p["readout_norm"])
+        return {"B_ours": lambda: p["B_ours_sum"] + w + scale, "theta": lambda: st["log10_theta"] + scale,
+                "B_edelman": lambda: p["B_edelman"] + w + scale, "spectral": lambda: st["log10_spectral"] + scale,
+                "dist_init": lambda: math.log10(st["dist_init"]),
+                "sharpness": lambda: -2.0 * math.log10(st["sigma_sharp"]),
+                "pac_bayes": lambda: math.log10(st["pac_bayes"])}[name]()
+
+    out = [value(r) for r in rows]
+    return np.array(out)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def paired_interval(a, b, target, W, level: float = S.LEVEL) -> S.Interval:
+    """``τ(a, target) − τ(b, target)`` and its paired bootstrap interval ("A beats B", Chapter 9).
+
+    Both τ's are computed on the *same* resamples ``W`` (:func:`bounds_lib.stats.bootstrap_weights`), so
+    the interval is that of the difference, not two overlapping intervals.
+
+    >>> x = np.arange(12.0); g = x + np.tile([0.0, 0.5], 6)
+    >>> iv = paired_interval(x, -x, g, S.bootstrap_weights(range(12), n_boot=200))
+    >>> iv.value, iv.lo > 0
+    (2.0, True)
+    """
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    one = np.ones((1, len(target)))
+    point = float(S.weighted_kendall(a, target, one)[0] - S.weighted_kendall(b, target, one)[0])
+    return S._interval(point, S.weighted_kendall(a, target, W) - S.weighted_kendall(b, target, W), level)
+
+
+def sign_errors(rows, m, target: str = "gap_error", axes=AXES + ("n_train",)) -> list:
+    """Dziugaite et al. (2020)'s sign error of measure values ``m`` in every environment.
+
+    An environment is a pair of configurations that differ in exactly one axis ``h`` (all other axes
+    equal); for every seed that trained both, the pair of models scores ``½(1 − sgn Δm · sgn Δgap)``
+    (0: ranked right, 1: ranked backwards, ½: a tie), and the environment's sign error is the mean over
+    its seeds. Returns ``[(h, sign error), …]``, one entry per environment.
+
+    >>> rows = [{"config": {"L": L, "seed": s}, "gap_error": L + s} for L in (1, 2) for s in (0, 1)]
+    >>> sign_errors(rows, [1, 1, 2, 2], axes=("L",)), sign_errors(rows, [2, 2, 1, 1], axes=("L",))
+    ([('L', 0.0)], [('L', 1.0)])
+    """
+    m = np.asarray(m, dtype=float)
+    g = np.array([r[target] for r in rows])
+    out = []
+    for h in axes:
+        others = [k for k in axes if k != h]
+        envs = {}
+        for i, r in enumerate(rows):
+            key = tuple(r["config"][k] for k in others)
+            envs.setdefault(key, {}).setdefault(r["config"][h], {})[r["config"]["seed"]] = i
+        for levels in envs.values():
+            vals = sorted(levels)
+            for a in range(len(vals)):
+                for b in range(a + 1, len(vals)):
+                    A, B = levels[vals[a]], levels[vals[b]]
+                    seeds = sorted(set(A) & set(B))
+                    if not seeds:
+                        continue
+                    e = [0.5 * (1 - np.sign(m[B[s]] - m[A[s]]) * np.sign(g[B[s]] - g[A[s]])) for s in seeds]
+                    out.append((h, float(np.mean(e))))
+    return out
+
+
+def sign_error_summary(errors) -> dict:
+    """``{axis or "all": (mean, 90th percentile, max, number of environments)}`` of :func:`sign_errors`.
+
+    >>> sign_error_summary([("L", 0.0), ("L", 1.0), ("N", 0.5)])["all"]
+    (0.5, 0.9, 1.0, 3)
+    """
+    by = {"all": [e for _, e in errors]}
+    for h, e in errors:
+        by.setdefault(h, []).append(e)
+    return {k: (float(np.mean(v)), float(np.quantile(v, 0.9)), float(np.max(v)), len(v)) for k, v in by.items()}
+
+
+def _resample_mean(values, n_boot, seed, level, shift=0.0, sign=1.0):
+    v = sign * (np.asarray(values, dtype=float) - shift)
+    rng = np.random.default_rng(seed)
+    draws = v[rng.integers(v.size, size=(n_boot, v.size))].mean(axis=1)
+    return S._interval(float(v.mean()), draws, level)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A pre-registered hypothesis: its id, its text and the statistic whose sign it claims (Chapter 9).
+
+    ``kind``: ``"tau"`` (τ of ``a`` with the gap), ``"diff"`` (τ of ``a`` minus τ of ``b``, paired),
+    ``"psi"`` (the granulated Ψ of ``a``), ``"sign_error"`` (½ minus the mean sign error of ``a`` over
+    environments) or ``"pstar_rank"`` (the mean paired difference of mean ``p*`` between students of the
+    rank-1 and of the full-rank teacher, equal in every other axis and the seed).
+    """
+
+    id: str
+    text: str
+    kind: str
+    a: str
+    b: str | None = None
+    claimed: str = "+"
+
+
+#: The hypotheses of ``bounds_lib/data/study_preregistration.md`` (a test checks that they agree).
+HYPOTHESES = (
+    Hypothesis("H1", "B_ours/γ√n ranks the gap", "tau", "B_ours"),
+    Hypothesis("H2", "the corrected Θ/γ√n ranks the gap", "tau", "theta"),
+    Hypothesis("H3", "B_ours ranks better than B_Edelman", "diff", "B_ours", "B_edelman"),
+    Hypothesis("H4", "B_ours ranks better than the fit baseline steps taken", "diff", "B_ours", "steps_taken"),
+    Hypothesis("H5", "B_ours ranks better than −log n", "diff", "B_ours", "neg_log_n"),
+    Hypothesis("H6", "B_ours ranks the gap within axes on average (Ψ)", "psi", "B_ours"),
+    Hypothesis("H7", "B_ours's sign error is better than chance", "sign_error", "B_ours"),
+    Hypothesis("H8", "the PAC-Bayes bound (prior at init) ranks better than B_ours", "diff", "pac_bayes", "B_ours"),
+    Hypothesis("H9", "students of the rank-1 teacher choose larger p*", "pstar_rank", "mean_p_star"),
+)
+
+
+def clusters(rows) -> list:
+    """The configuration of every row without its seed (the bootstrap's clusters)."""
+    return [tuple(sorted((k, v) for k, v in r["config"].items() if k != "seed")) for r in rows]
+
+
+def statistic(h: Hypothesis, rows, seed: int = 0, n_boot: int = 1000, level: float = S.LEVEL,
+              target: str = "gap_error", W=None) -> S.Interval:
+    """The statistic of hypothesis ``h`` on ``rows`` with its interval under bootstrap seed ``seed``.
+
+    τ-based kinds use the two-stage bootstrap over configurations and seeds
+    (:func:`bounds_lib.stats.bootstrap_weights`; pass ``W`` to reuse resamples); ``sign_error`` resamples
+    environments and ``pstar_rank`` resamples the paired differences.
+    """
+    g = np.array([r[target] for r in rows])
+    if h.kind in ("tau", "diff", "psi") and W is None:
+        W = S.bootstrap_weights(clusters(rows), n_boot=n_boot, seed=seed)
+    if h.kind == "tau":
+        return S.kendall_interval(measure(rows, h.a), g, W, level)
+    if h.kind == "diff":
+        return paired_interval(measure(rows, h.a), measure(rows, h.b), g, W, level)
+    if h.kind == "psi":
+        return S.granulated_intervals(rows, measure(rows, h.a), W, AXES + ("n_train",), (), target, level)["Psi"]
+    if h.kind == "sign_error":
+        errs = [e for _, e in sign_errors(rows, measure(rows, h.a), target)]
+        return _resample_mean(errs, n_boot, seed, level, shift=0.5, sign=-1.0)
+    if h.kind == "pstar_rank":
+        return _resample_mean(pstar_rank_differences(rows), n_boot, seed, level)
+    raise ValueError(f"unknown hypothesis kind {h.kind!r}")
+
+
+def pstar_rank_differences(rows) -> np.ndarray:
+    """Mean ``p*`` of the rank-1 teacher's student minus the full-rank one's, for every matched pair."""
+    m = measure(rows, "mean_p_star")
+    key = {}
+    for i, r in enumerate(rows):
+        c = r["config"]
+        key.setdefault(tuple(sorted((k, v) for k, v in c.items() if k != "teacher_rank")), {})[c["teacher_rank"]] = i
+    return np.array([m[d[1]] - m[d[0]] for d in key.values() if 0 in d and 1 in d])
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """One statistic under several bootstrap seeds: the intervals, the Monte Carlo error of their endpoints
+    (standard deviation over seeds) and the verdict of the pre-registered rule (:func:`verdict`)."""
+
+    intervals: tuple
+    claimed: str
+
+    @property
+    def value(self) -> float:
+        return self.intervals[0].value
+
+    @property
+    def lo_sd(self) -> float:
+        return float(np.std([iv.lo for iv in self.intervals], ddof=1)) if len(self.intervals) > 1 else 0.0
+
+    @property
+    def hi_sd(self) -> float:
+        return float(np.std([iv.hi for iv in self.intervals], ddof=1)) if len(self.intervals) > 1 else 0.0
+
+    @property
+    def n_claimed(self) -> int:
+        """Bootstrap seeds whose interval excludes 0 on the claimed side."""
+        return sum(iv.sign == self.claimed for iv in self.intervals)
+
+    @property
+    def verdict(self) -> str:
+        return verdict([iv.sign for iv in self.intervals], self.claimed)
+
+    @property
+    def widest(self) -> S.Interval:
+        """The union of the intervals over seeds (the range a reader should keep in mind)."""
+        return S.Interval(self.value, min(iv.lo for iv in self.intervals), max(iv.hi for iv in self.intervals),
+                          self.intervals[0].n_boot)
+
+
+def verdict(signs, claimed: str = "+") -> str:
+    """The pre-registered verdict from the interval signs under every bootstrap seed tried.
+
+    ``"supported"``: every interval excludes 0 on the claimed side; ``"borderline"``: some do, some do
+    not (the sign depends on the bootstrap seed); ``"refuted (reversed)"``: every interval excludes 0 on
+    the other side; ``"refuted (no effect shown)"``: otherwise.
+
+    >>> verdict("+++"), verdict("++0"), verdict("---"), verdict("00-")
+    ('supported', 'borderline', 'refuted (reversed)', 'refuted (no effect shown)')
+    """
+    signs = list(signs)
+    other = {"+": "-", "-": "+"}[claimed]
+    k = sum(s == claimed for s in signs)
+    if k == len(signs):
+        return "supported"
+    if k > 0:
+        return "borderline"
+    return "refuted (reversed)" if all(s == other for s in signs) else "refuted (no effect shown)"
+
+
+def seed_sweep(h: Hypothesis, rows, seeds=range(10), n_boot: int = 1000, level: float = S.LEVEL,
+               target: str = "gap_error") -> SweepResult:
+    """:func:`statistic` of ``h`` under every bootstrap seed of ``seeds`` (the pre-registered 0–9)."""
+    return SweepResult(tuple(statistic(h, rows, s, n_boot, level, target) for s in seeds), h.claimed)
