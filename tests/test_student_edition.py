@@ -226,7 +226,10 @@ def test_student_edition_removes_every_solution_and_keeps_numbers(tmp_path):
     text = "\n".join(c.source for c in nb.cells)
     assert removed == 3
     assert "SECRET" not in text and "secret_answer" not in text and "also_secret" not in text
-    assert text.count(mk.PLACEHOLDER) == 2
+    assert mk.PLACEHOLDER not in text  # the placeholder links to the solution online
+    page = "https://example.org/book/notebooks/ch02_demo.html"
+    assert text.count(mk.PLACEHOLDER_LINK.format(url=f"{page}#ex-demo-1")) == 1
+    assert text.count(mk.PLACEHOLDER_LINK.format(url=f"{page}#ex-demo-2")) == 1
     assert "**Exercise 2.1.**" in text and "Compute the thing of [(2.1)]" in text
     assert "**Exercise 2.2 (Second).**" in text
     assert "Text between exercises." in text and "after = 2" in text

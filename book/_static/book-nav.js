@@ -8,7 +8,8 @@
  * desktop ≥ 992 px: the primary sidebar collapses and comes back).
  *
  * It also closes Bootstrap tooltips that a tap leaves open (on touch screens the tooltip of the
- * tapped button stayed on top of its neighbour, the search button).
+ * tapped button stayed on top of its neighbour, the search button), and closes the phone's
+ * navigation or contents dialog when one of its links is tapped (issue #19).
  */
 (function () {
   "use strict";
@@ -29,6 +30,16 @@
     btn.blur();
     hideTooltips();
   }, true);
+
+  // Phones: the navigation and the page contents open as dialogs (pydata-sphinx-theme) that stayed
+  // open over the text after a tap on one of their links. A tap on a link closes its dialog; the
+  // link is then followed as usual (an in-page section scrolls into view).
+  document.addEventListener("click", function (ev) {
+    var link = ev.target && ev.target.closest && ev.target.closest("a[href]");
+    if (!link) { return; }
+    var dialog = link.closest("dialog#pst-primary-sidebar-modal, dialog#pst-secondary-sidebar-modal");
+    if (dialog && dialog.open) { dialog.close(); }
+  });
 
   // A tooltip shown by a tap (touch) or focus stays until the pointer leaves; remove it after taps.
   document.addEventListener("touchend", function () { window.setTimeout(hideTooltips, 0); }, true);

@@ -17,6 +17,8 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   typesets the same formulas.
 * **Layout.** ``book/_static/reader.css`` (hidden duplicate top navbar, smaller headings on
   phones, horizontally scrolling wide formulas and tables).
+* **Alt text.** A figure image without an explicit ``:alt:`` gets its caption as alt text (not its
+  file path).
 * **Console hygiene.** jupyter-book 1.0 registers sphinx-thebe's inline config script twice
   (``Identifier 'THEBE_JS_URL' has already been declared`` on every page) and the theme logs
   ``Got invalid theme mode`` when no default mode is set; both are fixed per page here. The
@@ -145,9 +147,40 @@ def _config_inited(app, config):
         config.latex_elements = elements
 
 
+_PATHLIKE = re.compile(r"(^|/)[^\s/]+\.(png|svg|jpe?g|gif|pdf)$", re.I)
+
+
+def figure_alt_text(doctree) -> int:
+    """Give every figure image without a real alt text the figure's caption as alt text.
+
+    A ``{glue:figure}`` (and a ``{figure}`` without ``:alt:``) gets its image file's path as alt text,
+    which tells a screen-reader user nothing; its caption says what the figure shows. An explicit
+    ``:alt:`` is kept. Returns how many images were given an alt text.
+    """
+    from docutils import nodes
+
+    n = 0
+    for fig in doctree.findall(nodes.figure):
+        captions = [c for c in fig.children if isinstance(c, nodes.caption)]
+        if not captions:
+            continue
+        text = " ".join(captions[0].astext().split())
+        for img in fig.findall(nodes.image):
+            alt = str(img.get("alt", "")).strip()
+            if not alt or alt == img.get("uri") or _PATHLIKE.search(alt):
+                img["alt"] = text
+                n += 1
+    return n
+
+
+def _doctree_resolved(app, doctree, docname):
+    figure_alt_text(doctree)
+
+
 def setup(app):
     app.add_config_value("launch_notebooks_branch", "notebooks", "html")
     app.connect("config-inited", _config_inited)
+    app.connect("doctree-resolved", _doctree_resolved)
     app.add_css_file("reader.css")
     app.add_js_file(None, body=_SEARCH_SUMMARY_JS, priority=210)
     # After sphinx-book-theme's add_launch_buttons (priority 501), which copies the .ipynb.

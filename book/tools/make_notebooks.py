@@ -51,8 +51,9 @@ ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TAG = "colab-install"
 MACROS_TAG = "book-macros"
 SOLUTION_TAG = "solution"
-DEFAULT_REPO = "https://github.com/bounds-lib/spectrum-adaptive-bounds"
 PLACEHOLDER = "**Solution:** removed in the student edition (the online book has it)."
+#: The placeholder with a link to the solution in the online book (its exercise's anchor on the page).
+PLACEHOLDER_LINK = "**Solution:** removed in the student edition; [the online book has it]({url})."
 ANSWER = "# Your answer here\n"
 GLUE_PREFIX = "application/papermill.record/"
 
@@ -80,12 +81,16 @@ def _yaml(path: Path) -> dict:
 
 
 def repository(config: Path = ROOT / "_config.yml") -> tuple[str, str]:
-    """(url, branch) of the repository from ``_config.yml`` (``repository.url``/``branch``)."""
-    try:
-        repo = _yaml(config).get("repository", {}) or {}
-        return repo.get("url", DEFAULT_REPO).rstrip("/"), repo.get("branch", "main")
-    except (OSError, ImportError):
-        return DEFAULT_REPO, "main"
+    """(url, branch) of the repository: ``repository.url`` and ``branch`` of ``_config.yml``.
+
+    The one place the address is written (the launch buttons, the install cells and the links to the
+    online book all come from it); a fork sets its own there. A configuration without it is refused.
+    """
+    repo = _yaml(config).get("repository", {}) or {}
+    url = str(repo.get("url") or "").rstrip("/")
+    if not url:
+        raise ValueError(f"{config}: set repository.url (the address of the book's repository on GitHub)")
+    return url, str(repo.get("branch") or "main")
 
 
 def pages_url(repo_url: str) -> str:
@@ -997,19 +1002,26 @@ def _block_end(lines: list[str], i: int, fence: str) -> int:
 _FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}")
 
 
-def strip_solutions(nb):
+def strip_solutions(nb, online: str | None = None):
     """Return ``(nb, n)``: the notebook with every solution removed and the number removed.
 
     Runs on the MyST source: cells tagged ``solution`` are dropped (nbconvert's
     ``TagRemovePreprocessor``); gated solutions (``solution-start`` … ``solution-end`` with the code
     and markdown between them) become a placeholder line and an empty code cell to answer in;
-    ``{solution}`` blocks become the placeholder line.
+    ``{solution}`` blocks become the placeholder line. With ``online`` (the chapter's address in the
+    online book) the placeholder links to the solution there, at its exercise's anchor.
     """
+
+    def placeholder(exercise: str) -> str:
+        if not online:
+            return PLACEHOLDER
+        return PLACEHOLDER_LINK.format(url=f"{online}#{html_id(exercise)}" if exercise else online)
+
     from nbconvert.preprocessors import TagRemovePreprocessor
 
     count = sum(SOLUTION_TAG in _tags(c) for c in nb.cells)
     nb, _ = TagRemovePreprocessor(remove_cell_tags={SOLUTION_TAG}).preprocess(nb, {})
-    cells, inside = [], False
+    cells, inside, exercise = [], False, ""
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             if not inside:
@@ -1031,18 +1043,19 @@ def strip_solutions(nb):
         while i < len(lines):
             m = _FENCE_OPEN.match(lines[i].lstrip())
             name = m["name"] if m else None
+            arg = lines[i].lstrip()[m.end():].strip() if m else ""
             if not inside and name == "solution-start":
-                inside, count = True, count + 1
+                inside, count, exercise = True, count + 1, arg
                 i = _block_end(lines, i, m["fence"])
             elif inside and name == "solution-end":
                 inside = False
                 i = _block_end(lines, i, m["fence"])
-                buf.append(PLACEHOLDER + "\n")
+                buf.append(placeholder(exercise) + "\n")
                 flush(extra_code=True)
             elif not inside and name == "solution":
                 count += 1
                 i = _block_end(lines, i, m["fence"])
-                buf.append(PLACEHOLDER + "\n")
+                buf.append(placeholder(arg) + "\n")
             else:
                 if not inside:
                     buf.append(lines[i])
@@ -1092,7 +1105,7 @@ def convert(src: ChapterSource, index: BookIndex, bib: Bibliography, *, edition:
         strip_glue_outputs(nb)
     removed = 0
     if edition == "student":
-        nb, removed = strip_solutions(nb)
+        nb, removed = strip_solutions(nb, online=f"{base_url.rstrip('/')}/{src.doc}.html")
         clear_outputs(nb)
     conv = Converter(index, bib, edition, base_url.rstrip("/"), glue, src.path, src.doc, check_only=check_only)
     for cell in nb.cells:

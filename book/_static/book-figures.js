@@ -1,0 +1,91 @@
+/* Figures and wide tables on any screen (issue #19).
+ *
+ * Figures: a figure is drawn for the page column (6.4 in at 150 dpi); on a phone it is shown at a third
+ * of its natural size. Tapping (or clicking) a figure opens it at its natural size in a dialog that
+ * scrolls and can be pinch-zoomed; a tap on the dialog, its close button or Escape closes it.
+ *
+ * Wide tables: a table wider than its column scrolls inside it (the theme's scrollable container);
+ * such a container gets the class "table-scrolls": book-layout.css keeps its first column in view
+ * while the rest scrolls, shows the scroll bar and fades the edge that hides more columns.
+ */
+(function () {
+  "use strict";
+
+  var dialog = null;
+
+  function zoomDialog() {
+    if (dialog) { return dialog; }
+    dialog = document.createElement("dialog");
+    dialog.className = "figure-zoom";
+    dialog.setAttribute("aria-label", "Figure at full size");
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "figure-zoom-close";
+    close.setAttribute("aria-label", "Close");
+    close.textContent = "\u00d7";
+    var frame = document.createElement("div");
+    frame.className = "figure-zoom-frame";
+    dialog.appendChild(close);
+    dialog.appendChild(frame);
+    dialog.addEventListener("click", function () { dialog.close(); });
+    document.body.appendChild(dialog);
+    return dialog;
+  }
+
+  function open(img) {
+    var d = zoomDialog();
+    var frame = d.querySelector(".figure-zoom-frame");
+    frame.textContent = "";
+    var big = document.createElement("img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    frame.appendChild(big);
+    d.showModal();
+  }
+
+  function figures() {
+    return document.querySelectorAll(".bd-article figure img, .bd-article .cell_output img");
+  }
+
+  function markFigures() {
+    figures().forEach(function (img) {
+      if (img.dataset.bookZoom) { return; }
+      img.dataset.bookZoom = "1";
+      img.classList.add("figure-zoomable");
+      img.setAttribute("tabindex", "0");
+      img.setAttribute("role", "button");
+      img.setAttribute("title", "Show the figure at full size");
+      img.addEventListener("click", function (ev) { ev.preventDefault(); open(img); });
+      img.addEventListener("keydown", function (ev) {
+        if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); open(img); }
+      });
+    });
+  }
+
+  function tableEdges(el) {
+    var end = el.scrollLeft + el.clientWidth >= el.scrollWidth - 1;
+    el.classList.toggle("table-scrolled-end", end);
+  }
+
+  function markTables() {
+    document.querySelectorAll(".bd-article .pst-scrollable-table-container").forEach(function (el) {
+      var wide = el.scrollWidth > el.clientWidth + 1;
+      el.classList.toggle("table-scrolls", wide);
+      if (wide && !el.dataset.bookScroll) {
+        el.dataset.bookScroll = "1";
+        el.addEventListener("scroll", function () { tableEdges(el); }, {passive: true});
+      }
+      if (wide) { tableEdges(el); }
+    });
+  }
+
+  function init() { markFigures(); markTables(); }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+  window.addEventListener("load", markTables);
+  window.addEventListener("resize", function () { window.requestAnimationFrame(markTables); });
+})();
