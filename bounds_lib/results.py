@@ -168,7 +168,8 @@ def merge_results(paths, argv=()) -> dict:
 
 #: The results files shipped with the library (package data in ``bounds_lib/data``).
 RESULTS_FILES = {"trained_grid": "trained_grid.json", "common_loss": "trained_common_loss.json",
-                 "common_loss_rand256": "trained_common_loss_rand256.json", "study": "spectrum_study.json"}
+                 "common_loss_rand256": "trained_common_loss_rand256.json", "study": "spectrum_study.json",
+                 "robust": "study_robust.json"}
 
 
 def load_results(name: str) -> dict:
@@ -181,7 +182,8 @@ def load_results(name: str) -> dict:
     ----------
     name : str
         One of ``"trained_grid"`` (Chapter 7's fixed-step grid), ``"common_loss"`` and
-        ``"common_loss_rand256"`` (trained to a common loss), ``"study"`` (Chapter 8).
+        ``"common_loss_rand256"`` (trained to a common loss), ``"study"`` (Chapter 8), ``"robust"``
+        (Chapter 9's pre-registered study on the planted teacher).
 
     Returns
     -------
