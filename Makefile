@@ -67,7 +67,7 @@ clean:
 ## Mutation testing (mutmut 3) of the bound modules, each against its own fast tests, in scratch copies
 ## under mutants/ (git-ignored); reports in mutants/<module>/report.txt, survivors recorded in tests/MUTATION.md.
 ##   make mutation MODULES="norms interpolation" MUTATION_JOBS=2
-MODULES ?= norms interpolation propagation peeling orders scoring spectra
+MODULES ?= norms interpolation propagation peeling orders scoring spectra checkpoints theorem stats results report
 ## MUTATION_FLAGS=--bounds-only leaves out the falsification-harness functions (and the slow optimiser tests)
 MUTATION_FLAGS ?=
 MUTATION_JOBS ?= 2

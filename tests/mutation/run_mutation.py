@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MODULES = ("norms", "interpolation", "propagation", "peeling", "orders", "scoring", "spectra")
+DEFAULT_MODULES = ("norms", "interpolation", "propagation", "peeling", "orders", "scoring", "spectra", "checkpoints",
+                   "theorem", "stats", "results", "report")
 #: The fast tests that exercise each module (run for every mutant; keep them quick).
 TESTS = {
-    "norms": ["tests/test_norms.py", "tests/test_norms_boundaries.py"],
+    "norms": ["tests/test_norms.py", "tests/test_norms_boundaries.py", "tests/test_named_mutants.py"],
     "model": ["tests/test_model.py"],
     "interpolation": ["tests/test_interpolation.py", "tests/test_interpolation_boundaries.py"],
     "propagation": ["tests/test_propagation.py", "tests/test_propagation_boundaries.py"],
@@ -35,8 +36,15 @@ TESTS = {
     "orders": ["tests/test_orders.py"],
     "validation": ["tests/test_validation.py"],
     "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_scoring_single_head.py",
-                "tests/test_proxies.py"],
-    "spectra": ["tests/test_proxies.py"],
+                "tests/test_proxies.py", "tests/test_named_mutants.py"],
+    "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
+    # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
+    "checkpoints": ["tests/test_checkpoints.py", "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py"],
+    "theorem": ["tests/test_named_mutants.py", "tests/test_theorem.py"],
+    "stats": ["tests/test_named_mutants.py", "tests/test_stats.py"],
+    "results": ["tests/test_results.py"],
+    # the report rows: Chapter 6's tables (report.py); the per-matrix CSV/JSON rows are scoring's to_row
+    "report": ["tests/test_report.py"],
     "reproduce": ["tests/test_reproduce.py"],
 }
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
@@ -64,18 +72,19 @@ def function_globs(module: str, functions: list[str]) -> list[str]:
             for f in functions]
 
 
-def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, functions=None) -> dict:
+def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, functions=None, tests=None) -> dict:
     if module not in TESTS:
         raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))}")
+    tests_of_module = list(tests or TESTS[module])
     work = ROOT / "mutants" / module
     if work.exists():
         shutil.rmtree(work)
     (work / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "bounds_lib", work / "bounds_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for t in [*SUPPORT, *TESTS[module]]:
+    for t in [*SUPPORT, *TESTS[module], *tests_of_module]:
         if (ROOT / t).exists():
             shutil.copy(ROOT / t, work / t)
-    tests = "\n    ".join(TESTS[module])
+    tests = "\n    ".join(tests_of_module)
     deselect = "    -m\n    not slow\n" if bounds_only else ""
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths=bounds_lib\n"
@@ -128,12 +137,14 @@ def main(argv=None):
                          "(falsify_*, adversarial_*, their ratio helpers)")
     ap.add_argument("--functions", nargs="+", metavar="NAME",
                     help="mutate only these functions (top-level NAME or Class.method), e.g. for a large module")
+    ap.add_argument("--tests", nargs="+", metavar="FILE",
+                    help="run these test files instead of the module's TESTS entry (a quicker selection)")
     args = ap.parse_args(argv)
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or shutil.which("mutmut")
     if mutmut is None:
         raise SystemExit("mutmut is not installed; install the dev extra: pip install -c constraints.txt -e '.[dev]'")
     for m in args.modules:
-        run_module(m, args.jobs, mutmut, args.bounds_only, args.functions)
+        run_module(m, args.jobs, mutmut, args.bounds_only, args.functions, args.tests)
 
 
 if __name__ == "__main__":
