@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import csv
 import datetime as _dt
+import errno
 import fcntl
 import io
 import json
@@ -251,14 +252,20 @@ class OutputSet:
                         f.write(data)
                     f.flush()
                 else:
-                    with open(path, "wb" if isinstance(data, bytes) else "w",
+                    # a FIFO is opened without blocking first: with no reader that fails at once (ENXIO)
+                    # instead of hanging the run; the writes then block as they would for `cat > fifo`
+                    fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+                    fd = os.open(path, os.O_WRONLY | (os.O_NONBLOCK if fifo else 0))
+                    if fifo:
+                        os.set_blocking(fd, True)
+                    with open(fd, "wb" if isinstance(data, bytes) else "w",
                               **({} if isinstance(data, bytes) else {"encoding": "utf-8", "newline": ""})) as f:
                         f.write(data)
             except BrokenPipeError:
                 raise
             except OSError as exc:
-                raise _UserError(f"cannot write {path} ({exc.strerror or exc}); no file of this run was "
-                                 "written") from None
+                why = "no process reads the FIFO" if exc.errno == errno.ENXIO else exc.strerror or exc
+                raise _UserError(f"cannot write {path} ({why}); no file of this run was written") from None
 
     def commit(self):
         umask = _umask()

@@ -601,3 +601,17 @@ def test_a_list_valued_weight_is_validated_not_an_attribute_error():
                      (None, "must be a numeric array")):
         with pytest.raises(CheckpointError, match=f"tensor '{k}' {msg}"):
             analyze({**sd, k: bad}, config=cfg)
+
+
+def test_an_output_fifo_without_a_reader_fails_at_once_and_writes_nothing(tmp_path, capsys):
+    """No process reads the FIFO: one line saying so (not a hang), and the run's other outputs are not
+    written either (streams go first, before the renames)."""
+    model = write_model(tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "fifo")
+    rc = main(["analyze", str(model), "--json", str(out / "fifo"), "--csv", str(out / "r.csv"), "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 1 and cap.err.strip() == (f"bounds-lib: error: cannot write {out / 'fifo'} (no process reads the "
+                                           "FIFO); no file of this run was written")
+    assert sorted(os.listdir(out)) == ["fifo"] and stat.S_ISFIFO(os.stat(out / "fifo").st_mode)
