@@ -10,7 +10,8 @@ matrices in every layer ``ℓ`` of a trained model, in the row-vector convention
 * ``M_in`` (N×d_ff) and ``M_out`` (d_ff×N) — the feed-forward maps around the activation.
 
 Sources (:func:`open_checkpoint`): a local model directory (``config.json`` plus a single or sharded
-safetensors file, or legacy PyTorch ``.bin`` files as a fallback), a Hugging Face Hub id resolved
+safetensors file, or legacy PyTorch ``.bin`` files as a fallback — chosen as transformers'
+``from_pretrained`` chooses, :func:`weight_files`), a Hugging Face Hub id resolved
 through the local cache (downloading only when the user allows it and is online), or an in-memory
 ``torch.nn.Module`` / state dict. Tensors are read one at a time (the safetensors reader below seeks
 to each tensor; nothing is mapped or loaded wholesale), half precision (f16, bf16) is widened exactly,
@@ -23,7 +24,11 @@ and covering the data section exactly; the library parses each file too, as a ba
 it names; a tensor stored in two files, a malformed ``weight_map`` or a shard path that leaves the
 model folder is refused); JSON with duplicate keys or absurd nesting is refused; weights must be
 real floating-point arrays (:func:`bounds_lib.validation.as_real_array`); a config declaring fewer
-layers than the weights hold is refused unless a prefix is asked for. Hub downloads have a deadline.
+layers than the weights hold is refused unless a prefix is asked for; a file holding two layer stacks
+(``student.``/``teacher.``) is refused unless ``prefix=`` names one; the activation must be one
+transformers knows and whose Lipschitz constant is listed (:data:`ACTIVATION_L_PHI`); a ``.bin``
+that is not weights-only is refused without running any of it. Hub downloads have a deadline, and so
+has every request.
 
 Layouts (:data:`SUPPORTED_MODEL_TYPES`):
 
