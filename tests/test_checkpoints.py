@@ -61,6 +61,15 @@ TINY = {
     "qwen2": ("Qwen2Config", "Qwen2Model", "llama",
               dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
                    intermediate_size=20, vocab_size=30, max_position_embeddings=16)),
+    "qwen3": ("Qwen3Config", "Qwen3Model", "llama",
+              dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                   intermediate_size=20, vocab_size=30, max_position_embeddings=16)),
+    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", "bert",
+                    dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
+                         vocab_size=30, max_position_embeddings=20, pad_token_id=1)),
+    "camembert": ("CamembertConfig", "CamembertModel", "bert",
+                  dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
+                       vocab_size=30, max_position_embeddings=20, pad_token_id=1)),
 }
 # The tiny BERT of the bad-input tests below, as `tiny_bert_dir` writes it (the sizes of TINY["bert"]).
 BERT = dict(hidden=24, layers=2, heads=3, intermediate=40)
