@@ -17,7 +17,7 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 
-.PHONY: venv book book-strict test unit lint browser-deps clean page book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
+.PHONY: venv book book-strict test unit lint browser-deps clean page format-chapters book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ MUTATION_FLAGS ?=
 MUTATION_JOBS ?= 2
 mutation: $(STAMP)
 	$(PY) tests/mutation/run_mutation.py $(MODULES) --jobs $(MUTATION_JOBS) $(MUTATION_FLAGS)
+
+## Format the code of chapters for reading (comments above the line, ruff format at 88 characters):
+##   make format-chapters CHAPTERS="notebooks/ch07_trained.md"
+format-chapters: $(STAMP)
+	@test -n "$(CHAPTERS)" || (echo "usage: make format-chapters CHAPTERS=\"notebooks/chXX_name.md ...\""; exit 2)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) book/tools/format_chapters.py $(CHAPTERS)
 
 ## Execute one chapter alone (fast check while writing): make page NB=notebooks/ch02_interpolation.md
 page: $(STAMP)

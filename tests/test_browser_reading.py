@@ -1,0 +1,184 @@
+"""Browser and HTML tests of issue #19's reading defects, on the built book (``_build/html``).
+
+* every figure image has a descriptive alt text (its caption or an explicit ``:alt:``), never its path;
+* no figure is shown twice on a page;
+* at 390 px a figure opens at its natural size when tapped (text ≥ 9 CSS px there) and closes again;
+* at 390 px a table wider than its column scrolls with its first column kept in view;
+* at 390 px a tap on a link of the page-contents drawer closes the drawer and shows the section.
+"""
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from book_html import HTML, PAGES, REFRESH, needs_book, needs_browser
+
+CONTENT = [p for p in PAGES if not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
+           and p.name not in {"genindex.html", "search.html", "py-modindex.html"}]
+CHAPTERS = [p for p in CONTENT if p.parent.name == "notebooks"]
+PATHLIKE = re.compile(r"(^|/)[^\s/]+\.(png|svg|jpe?g|gif)$", re.I)
+
+
+class _Images(HTMLParser):
+    """The <img> of the article (inside <main>/<article>), with their attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.images = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "article" or (tag == "main" and "bd-main" in (a.get("class") or "")):
+            self.depth += 1
+        if tag == "img" and self.depth:
+            self.images.append(a)
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+
+
+def _images(page: Path) -> list[dict]:
+    p = _Images()
+    p.feed(page.read_text(encoding="utf-8"))
+    return [a for a in p.images if "_images/" in (a.get("src") or "") or (a.get("src") or "").endswith(".png")]
+
+
+def _ids(p: Path) -> str:
+    return str(p.relative_to(HTML))
+
+
+@needs_book
+@pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
+def test_figures_have_descriptive_alt_text(page_path):
+    bad = [(a.get("src"), a.get("alt")) for a in _images(page_path)
+           if not a.get("alt") or PATHLIKE.search(a["alt"].strip()) or len(a["alt"].split()) < 4]
+    assert not bad, f"{_ids(page_path)}: figures whose alt text says nothing: {bad}"
+
+
+@needs_book
+@pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
+def test_no_figure_twice_on_a_page(page_path):
+    srcs = [a["src"] for a in _images(page_path)]
+    twice = sorted({s for s in srcs if srcs.count(s) > 1})
+    assert not twice, f"{_ids(page_path)}: shown more than once: {twice}"
+
+
+def test_alt_text_detector_has_power(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text('<main class="bd-main"><article><img src="../_images/a1.png" alt="../_images/a1.png">'
+                    '<img src="../_images/a1.png" alt="Train and test error by width."></article></main>')
+    imgs = _images(page)
+    assert [bool(PATHLIKE.search(a["alt"])) for a in imgs] == [True, False]
+    assert len({a["src"] for a in imgs}) == 1  # the duplicate detector sees the same src twice
+
+
+def _phone(browser):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                              device_scale_factor=2)
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
+    return ctx
+
+
+def _with_figures():
+    return [p for p in CHAPTERS if _images(p)][:3]
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", _with_figures(), ids=_ids)
+def test_figure_opens_at_full_size_when_tapped_on_a_phone(browser, page_path):
+    ctx = _phone(browser)
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_timeout(200)
+        img = page.locator(".bd-article figure img").first
+        img.scroll_into_view_if_needed()
+        shown = img.bounding_box()
+        natural = page.evaluate("() => document.querySelector('.bd-article figure img').naturalWidth")
+        assert shown["width"] < natural / 2, "the test needs a figure scaled down on the phone"
+        img.tap()
+        page.wait_for_timeout(300)
+        state = page.evaluate("""() => {
+          const d = document.querySelector('dialog.figure-zoom');
+          if (!d) return {open: false};
+          const big = d.querySelector('img');
+          return {open: d.open, width: big.getBoundingClientRect().width, natural: big.naturalWidth,
+                  alt: big.alt};
+        }""")
+        assert state["open"], f"{_ids(page_path)}: tapping a figure opened nothing"
+        # shown at its natural size: 1 image pixel per CSS pixel, so 10 pt at 150 dpi is ~21 px (>= 9)
+        assert abs(state["width"] - state["natural"]) <= 1 and state["alt"]
+        page.locator("dialog.figure-zoom").tap()
+        page.wait_for_timeout(200)
+        assert not page.evaluate("() => document.querySelector('dialog.figure-zoom').open")
+    finally:
+        ctx.close()
+
+
+_TABLES = """() => [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
+  .filter(c => c.scrollWidth > c.clientWidth + 1)
+  .map((c, i) => ({i, cls: c.className,
+                   sticky: getComputedStyle(c.querySelector('td, th')).position}))"""
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
+def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_path):
+    ctx = _phone(browser)
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_timeout(300)
+        wide = page.evaluate(_TABLES)
+        for t in wide:
+            assert "table-scrolls" in t["cls"] and t["sticky"] == "sticky", (_ids(page_path), t)
+        if wide:
+            moved = page.evaluate("""i => {
+              const c = [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
+                .filter(c => c.scrollWidth > c.clientWidth + 1)[i];
+              const cell = c.querySelector('tbody td');
+              const before = cell.getBoundingClientRect().left - c.getBoundingClientRect().left;
+              c.scrollLeft = 120;
+              const after = cell.getBoundingClientRect().left - c.getBoundingClientRect().left;
+              return {before, after, scrolled: c.scrollLeft};
+            }""", wide[0]["i"])
+            assert moved["scrolled"] > 0 and abs(moved["after"] - moved["before"]) < 1, moved
+    finally:
+        ctx.close()
+
+
+def _first_with_sections():
+    for p in CHAPTERS:
+        if 'class="reference internal nav-link"' in p.read_text(encoding="utf-8"):
+            return [p]
+    return CHAPTERS[:1]
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", _first_with_sections(), ids=_ids)
+def test_contents_drawer_closes_after_tapping_a_section_on_a_phone(browser, page_path):
+    ctx = _phone(browser)
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_timeout(200)
+        page.locator(".secondary-toggle:visible").first.tap()
+        page.wait_for_timeout(400)
+        assert page.evaluate("() => document.getElementById('pst-secondary-sidebar-modal').open")
+        links = page.locator("#pst-secondary-sidebar-modal a.nav-link[href^='#']")
+        assert links.count() >= 2
+        target = links.nth(links.count() - 1)
+        anchor = target.get_attribute("href")[1:]
+        target.tap()
+        page.wait_for_timeout(600)
+        assert not page.evaluate("() => document.getElementById('pst-secondary-sidebar-modal').open"), (
+            "the contents drawer stayed open over the text after a tap on a section")
+        top = page.evaluate("a => document.getElementById(decodeURIComponent(a)).getBoundingClientRect().top",
+                            anchor)
+        assert -5 <= top < 844 / 2, f"section #{anchor} not brought into view (top at {top} px)"
+    finally:
+        ctx.close()
