@@ -27,7 +27,7 @@ __all__ = ["AXES", "SIGMA_GRID", "PAC_DELTA", "MARGIN_QUANTILE", "MEASURES", "HY
            "training_margins", "spectral_complexity", "distance_to_init", "perturbation_sharpness",
            "pac_bayes_bound", "study_measures", "with_axes", "measure", "clusters", "paired_interval",
            "sign_errors", "sign_error_summary", "statistic", "pstar_rank_differences", "seed_sweep", "verdict",
-           "SweepResult"]
+           "SweepResult", "margin_gap_bound", "plot_bounds_vs_gap", "verdict_rows"]
 
 #: The axes of the factorial grid (config keys), each at two levels; ``n_train`` varies in the family.
 AXES = ("L", "N", "lr", "weight_decay", "label_noise", "teacher_rank")
@@ -439,3 +439,69 @@ def seed_sweep(h: Hypothesis, rows, seeds=range(10), n_boot: int = 1000, level: 
                target: str = "gap_error") -> SweepResult:
     """:func:`statistic` of ``h`` under every bootstrap seed of ``seeds`` (the pre-registered 0–9)."""
     return SweepResult(tuple(statistic(h, rows, s, n_boot, level, target) for s in seeds), h.claimed)
+
+
+def margin_gap_bound(row) -> float:
+    """Chapter 5's theorem turned into a bound on the 0-1 gap of a Chapter 9 row, through the ramp loss.
+
+    The ramp at margin ``γ`` is ``1/γ``-Lipschitz and bounded by 1, and lies between the 0-1 error and the
+    margin error ``R̂_γ`` (training examples with margin below ``γ``; at most ``MARGIN_QUANTILE`` since ``γ``
+    is that quantile of the training margins). So ``R − R̂ ≤ R̂_γ + 24Θ/(γ√n) + 3√((log(4/δ)+Π)/(2n))``,
+    computed from the stored ``24Θ/√n + 3√(…)`` (``theta_gap_bound``, loss constants 1) and ``log10 Θ``.
+
+    >>> row = {"config": {"n_train": 100}, "study": {"margin": 0.5, "log10_theta": 1.0, "theta_gap_bound": 24.5}}
+    >>> round(margin_gap_bound(row), 12)   # 0.1 + 0.5 + 24/0.5
+    48.6
+    """
+    st, n = row["study"], row["config"]["n_train"]
+    main = 24.0 * 10.0 ** st["log10_theta"] / math.sqrt(n)
+    return MARGIN_QUANTILE + (st["theta_gap_bound"] - main) + main / st["margin"]
+
+
+# ----------------------------------------------------------------------------- figures and tables
+
+
+def plot_bounds_vs_gap(rows, target: str = "gap_error"):
+    """Two panels: the measured gap against the corrected theorem's gap bound (left) and against the
+    PAC-Bayes bound (right; it bounds the stochastic classifier's population error), log scale, with the
+    line ``bound = 1`` above which a bound on a 0-1 quantity says nothing. Colours: the teacher's rank.
+
+    >>> rows = [{"config": {"teacher_rank": t, "n_train": 100}, "gap_error": 0.1, "test_error": 0.2,
+    ...          "study": {"theta_gap_bound": 1e3, "log10_theta": 3.0, "margin": 0.5, "pac_bayes": 0.9}}
+    ...         for t in (0, 1)]
+    >>> len(plot_bounds_vs_gap(rows).axes)
+    2
+    """
+    from .style import book_subplots
+
+    fig, (a, b) = book_subplots(1, 2, height=3.0)
+    colours = {1: "C0", 0: "C3"}
+    names = {1: "rank-1 teacher", 0: "full-rank teacher"}
+    for t in (1, 0):
+        rs = [r for r in rows if r["config"]["teacher_rank"] == t]
+        g = [r[target] for r in rs]
+        a.scatter(g, [margin_gap_bound(r) for r in rs], s=12, color=colours[t], label=names[t])
+        b.scatter([r["test_error"] for r in rs], [r["study"]["pac_bayes"] for r in rs], s=12, color=colours[t],
+                  label=names[t])
+    for ax in (a, b):
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    a.set_xlabel("measured gap (exact)")
+    a.set_ylabel("corrected bound on the 0-1 gap")
+    b.set_xlabel("population error (exact)")
+    b.set_ylabel("PAC-Bayes bound")
+    a.set_title("Chapter 5's theorem")
+    b.set_title("prior at initialisation")
+    b.legend(loc="upper left")
+    return fig
+
+
+def verdict_rows(sweeps: dict) -> list:
+    """``[(id, text, estimate with the seed-0 interval, widest interval over seeds, MC sd of the endpoints,
+    seeds with the claimed sign, verdict)]`` for :func:`seed_sweep` results keyed by hypothesis id."""
+    out = []
+    for h in HYPOTHESES:
+        sw = sweeps[h.id]
+        out.append((h.id, h.text, S.format_interval(sw.intervals[0]), S.format_interval(sw.widest),
+                    f"{sw.lo_sd:.3f} / {sw.hi_sd:.3f}", f"{sw.n_claimed} of {len(sw.intervals)}", sw.verdict))
+    return out

@@ -216,3 +216,11 @@ def test_small_robust_grid_rows_carry_the_study_measures():
     ok, _ = ST.with_axes(res["rows"])
     for name in ST.MEASURES:
         assert np.all(np.isfinite(ST.measure(ok, name)))
+
+
+def test_the_cluster_replication_is_configured():
+    from bounds_lib.grid import PRESETS, ROBUST_LARGE_GRID
+
+    configs = robust_configs(ROBUST_LARGE_GRID)
+    assert len(configs) == len(set(configs)) == 5 * (64 + 10)
+    assert PRESETS["robust-large"] is ROBUST_LARGE_GRID and min(c.N for c in configs) == 32
