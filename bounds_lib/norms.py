@@ -212,10 +212,8 @@ def schatten_power(sigma, p) -> float:
     s = validate_sigma(sigma)
     if p == 0.0:
         return float(numerical_rank(s))
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # σ ≤ 1.8e308 and p ≤ 2: a term overflows only if S_p itself does
         out = float(np.sum(s**p))
-        if not math.isfinite(out):  # a term overflowed: σ₁ᵖ·Σ(σ_i/σ₁)ᵖ overflows only if S_p itself does
-            out = float(s[0] ** p * np.sum((s / s[0]) ** p))
     if not math.isfinite(out):
         raise ValueError(f"S_p = Σσᵖ (p = {p:g}, σ₁ = {s[0]:.3g}) exceeds the float64 range (about 1.8e308); "
                          "compute it in log space: p·log σ₁ + log Σ(σ_i/σ₁)ᵖ")
@@ -323,7 +321,10 @@ def frobenius_norm(W) -> float:
 
 def nuclear_norm(W) -> float:
     """``‖W‖_* = Σ_i σ_i = S_1``."""
-    return _unscaled(np.sum(singular_values(W)), 0, "‖W‖_*")
+    s = singular_values(W)
+    with np.errstate(over="ignore"):
+        total = np.sum(s)
+    return _unscaled(total, 0, "‖W‖_*")
 
 
 def stable_rank(W) -> float:

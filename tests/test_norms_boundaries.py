@@ -1,5 +1,7 @@
 """Exact boundaries, closed forms and error messages of bounds_lib.norms (written against the
 survivors of `make mutation MODULES=norms`, see tests/MUTATION.md)."""
+import math
+
 import numpy as np
 import pytest
 
@@ -184,8 +186,28 @@ def test_norms_of_extreme_matrices_are_computed_scaled():
         assert norms.stable_rank(np.diag(sigma)) == pytest.approx(1 + 1e-2 + 1e-4, rel=1e-14)
         assert norms.schatten_power([1e160, 1e160], 1.0) == 2e160
         assert norms.schatten_power([2.0**600, 2.0**600], 0.5) == 2 * 2.0**300
-        for f, args in ((norms.schatten_power, ([1e300, 1e300], 2)), (norms.schatten_powers, ([1e300], [0, 2])),
-                        (norms.frobenius_norm, (np.full((3, 3), 1e308),)), (norms.norm_11, (np.full((3, 3), 1e308),))):
-            with pytest.raises(ValueError, match="exceeds the float64 range"):
+        huge = np.full((3, 3), 1e308)
+        log_space = " exceeds the float64 range (about 1.8e308); compute it in log space"
+        how = ": p·log σ₁ + log Σ(σ_i/σ₁)ᵖ"
+        for f, args, what in (
+                (norms.schatten_power, ([1e300, 1e300], 2), "S_p = Σσᵖ (p = 2, σ₁ = 1e+300)" + log_space + how),
+                (norms.schatten_powers, ([1e300, 1e299], [0, 2]),
+                 "S_p = Σσᵖ (σ₁ = 1e+300) exceeds the float64 range (about 1.8e308) for some p; compute it in "
+                 "log space" + how),
+                (norms.frobenius_norm, (huge,), "‖W‖_F" + log_space),
+                (norms.norm_11, (huge,), "‖W‖_{1,1}" + log_space),
+                (norms.norm_21, (huge,), "‖W‖_{2,1}" + log_space),
+                (norms.norm_2_to_inf, (np.full((4, 4), 1e308),), "‖Z‖_{2→∞}" + log_space),  # √4 > 1.8
+                (norms.nuclear_norm, (np.diag([1e308, 1e308]),), "‖W‖_*" + log_space)):
+            with pytest.raises(ValueError) as err, warnings.catch_warnings():
+                warnings.simplefilter("error")
                 f(*args)
+            assert str(err.value) == what
+        # the scaling keeps the dtype (spectra scales float32 weights and computes in float32)
+        from bounds_lib.norms import _pow2_scaled
+
+        for dtype in (np.float32, np.float64):
+            A, e = _pow2_scaled((W * 2.0**40).astype(dtype))
+            assert A.dtype == dtype and e == 40 + math.frexp(float(np.max(np.abs(W))))[1]
+            assert 0.5 <= np.max(np.abs(A)) < 1
 
