@@ -125,6 +125,19 @@ _TABLES = """() => [...document.querySelectorAll('.bd-article .pst-scrollable-ta
                    sticky: getComputedStyle(c.querySelector('td, th')).position}))"""
 
 
+# A table that cannot wrap to 390 px (the chapters' tables wrap their cells and fit): added to the page
+# to check the mechanism on every chapter, together with the page's own wide tables if it has any.
+_PLANT = """() => {
+  const c = document.createElement('div');
+  c.className = 'pst-scrollable-table-container';
+  const cells = n => [...Array(n).keys()].map(i => `<td>value_number_${i}_that_does_not_wrap</td>`).join('');
+  c.innerHTML = `<table class="table"><thead><tr><th>measure</th>${cells(6)}</tr></thead>` +
+                `<tbody><tr><td>B_ours</td>${cells(6)}</tr></tbody></table>`;
+  document.querySelector('.bd-article').appendChild(c);
+  window.dispatchEvent(new Event('resize'));
+}"""
+
+
 @needs_browser
 @pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
 def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_path):
@@ -133,10 +146,13 @@ def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_pa
         page = ctx.new_page()
         page.goto(page_path.as_uri(), wait_until="load")
         page.wait_for_timeout(300)
+        page.evaluate(_PLANT)
+        page.wait_for_timeout(200)
         wide = page.evaluate(_TABLES)
+        assert wide, "the planted table is not wider than the column"
         for t in wide:
             assert "table-scrolls" in t["cls"] and t["sticky"] == "sticky", (_ids(page_path), t)
-        if wide:
+        for t in wide[-1:] + wide[:1]:  # the planted table, and the page's first wide one
             moved = page.evaluate("""i => {
               const c = [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
                 .filter(c => c.scrollWidth > c.clientWidth + 1)[i];
@@ -145,7 +161,7 @@ def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_pa
               c.scrollLeft = 120;
               const after = cell.getBoundingClientRect().left - c.getBoundingClientRect().left;
               return {before, after, scrolled: c.scrollLeft};
-            }""", wide[0]["i"])
+            }""", t["i"])
             assert moved["scrolled"] > 0 and abs(moved["after"] - moved["before"]) < 1, moved
     finally:
         ctx.close()
@@ -179,6 +195,6 @@ def test_contents_drawer_closes_after_tapping_a_section_on_a_phone(browser, page
             "the contents drawer stayed open over the text after a tap on a section")
         top = page.evaluate("a => document.getElementById(decodeURIComponent(a)).getBoundingClientRect().top",
                             anchor)
-        assert -5 <= top < 844 / 2, f"section #{anchor} not brought into view (top at {top} px)"
+        assert -5 <= top < 844 - 40, f"section #{anchor} not brought into view (top at {top} px)"
     finally:
         ctx.close()
