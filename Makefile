@@ -93,7 +93,7 @@ page: $(STAMP)
 book-noexec: $(STAMP)
 	@test -n "$(OUT)" || (echo "usage: make book-noexec OUT=/tmp/somewhere"; exit 2)
 	sed -e 's/execute_notebooks: cache/execute_notebooks: "off"/' \
-	    -e 's/suppress_warnings: \["mystnb.unknown_mime_type"\]/suppress_warnings: ["mystnb.unknown_mime_type", "mystnb.glue"]/' \
+	    -e 's/suppress_warnings: \["mystnb.unknown_mime_type"\]/suppress_warnings: ["mystnb.unknown_mime_type", "mystnb.glue", "mystnb.glue_ref"]/' \
 	    -e 's|book_reader: book/tools|book_reader: $(CURDIR)/book/tools|' \
 	    _config.yml > $(OUT).config.yml
 	$(JB) build . $(STRICT) --all --config $(OUT).config.yml --path-output $(OUT)

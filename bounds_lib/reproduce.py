@@ -54,7 +54,7 @@ __all__ = [
 #: The tolerance of a continuous quantity is this many times the largest relative spread measured for
 #: it across CPU code paths (``benchmarks/cpu_spread.py``).
 FACTOR = 10.0
-#: Row fields that are not results: the wall-clock training time and the checkpoint's file name.
+#: Row fields that are not results (the wall-clock training time and the checkpoint's file name).
 IGNORED_KEYS = frozenset({"seconds", "weights_file"})
 _TOLERANCE_FILE = "cpu_tolerance.json"
 TOLERANCE_SCHEMA = "bounds_lib.cpu-tolerance/1"
@@ -203,7 +203,7 @@ class RowComparison:
 
     @property
     def worst(self) -> tuple:
-        """The continuous quantity closest to its tolerance: ``(quantity, deviation, tolerance)``."""
+        """The continuous quantity closest to its tolerance, as ``(quantity, deviation, tolerance)``."""
         cont = [(q, d, self.tolerance[q]) for q, (d, disc) in self.deviation.items()
                 if not disc and self.tolerance.get(q, 0.0) > 0]
         if not cont:

@@ -185,7 +185,7 @@ def markdown_table(table: dict, cols, labels=None) -> str:
     return "\n".join(lines)
 
 
-#: Colours of a forest plot: an interval above 0, below 0, or containing 0.
+#: Colours of a forest plot, by the sign of an interval (above 0, below 0, containing 0).
 FOREST_COLOURS = {"+": "C0", "-": "C3", "0": "0.55"}
 
 
