@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -76,11 +77,19 @@ def test_alt_text_detector_has_power(tmp_path):
     assert len({a["src"] for a in imgs}) == 1  # the duplicate detector sees the same src twice
 
 
-def _phone(browser):
+@contextmanager
+def _phone_page(browser, page_path: Path, wait_ms: int = 200):
+    """``page_path`` opened on a 390 px touch screen (offline), closed afterwards."""
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
                               device_scale_factor=2)
     ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
-    return ctx
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_timeout(wait_ms)
+        yield page
+    finally:
+        ctx.close()
 
 
 def _with_figures():
@@ -90,11 +99,7 @@ def _with_figures():
 @needs_browser
 @pytest.mark.parametrize("page_path", _with_figures(), ids=_ids)
 def test_figure_opens_at_full_size_when_tapped_on_a_phone(browser, page_path):
-    ctx = _phone(browser)
-    try:
-        page = ctx.new_page()
-        page.goto(page_path.as_uri(), wait_until="load")
-        page.wait_for_timeout(200)
+    with _phone_page(browser, page_path, 200) as page:
         img = page.locator(".bd-article figure img").first
         img.scroll_into_view_if_needed()
         shown = img.bounding_box()
@@ -115,8 +120,6 @@ def test_figure_opens_at_full_size_when_tapped_on_a_phone(browser, page_path):
         page.locator("dialog.figure-zoom").tap()
         page.wait_for_timeout(200)
         assert not page.evaluate("() => document.querySelector('dialog.figure-zoom').open")
-    finally:
-        ctx.close()
 
 
 _TABLES = """() => [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
@@ -141,11 +144,7 @@ _PLANT = """() => {
 @needs_browser
 @pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
 def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_path):
-    ctx = _phone(browser)
-    try:
-        page = ctx.new_page()
-        page.goto(page_path.as_uri(), wait_until="load")
-        page.wait_for_timeout(300)
+    with _phone_page(browser, page_path, 300) as page:
         page.evaluate(_PLANT)
         page.wait_for_timeout(200)
         wide = page.evaluate(_TABLES)
@@ -163,8 +162,6 @@ def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_pa
               return {before, after, scrolled: c.scrollLeft};
             }""", t["i"])
             assert moved["scrolled"] > 0 and abs(moved["after"] - moved["before"]) < 1, moved
-    finally:
-        ctx.close()
 
 
 def _first_with_sections():
@@ -177,11 +174,7 @@ def _first_with_sections():
 @needs_browser
 @pytest.mark.parametrize("page_path", _first_with_sections(), ids=_ids)
 def test_contents_drawer_closes_after_tapping_a_section_on_a_phone(browser, page_path):
-    ctx = _phone(browser)
-    try:
-        page = ctx.new_page()
-        page.goto(page_path.as_uri(), wait_until="load")
-        page.wait_for_timeout(200)
+    with _phone_page(browser, page_path, 200) as page:
         page.locator(".secondary-toggle:visible").first.tap()
         page.wait_for_timeout(400)
         assert page.evaluate("() => document.getElementById('pst-secondary-sidebar-modal').open")
@@ -196,5 +189,3 @@ def test_contents_drawer_closes_after_tapping_a_section_on_a_phone(browser, page
         top = page.evaluate("a => document.getElementById(decodeURIComponent(a)).getBoundingClientRect().top",
                             anchor)
         assert -5 <= top < 844 - 40, f"section #{anchor} not brought into view (top at {top} px)"
-    finally:
-        ctx.close()
