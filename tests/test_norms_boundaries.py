@@ -190,7 +190,7 @@ def test_norms_of_extreme_matrices_are_computed_scaled():
         log_space = " exceeds the float64 range (about 1.8e308); compute it in log space"
         how = ": p·log σ₁ + log Σ(σ_i/σ₁)ᵖ"
         for f, args, what in (
-                (norms.schatten_power, ([1e300, 1e300], 2), "S_p = Σσᵖ (p = 2, σ₁ = 1e+300)" + log_space + how),
+                (norms.schatten_power, ([1e299, 1e300], 2), "S_p = Σσᵖ (p = 2, σ₁ = 1e+300)" + log_space + how),
                 (norms.schatten_powers, ([1e300, 1e299], [0, 2]),
                  "S_p = Σσᵖ (σ₁ = 1e+300) exceeds the float64 range (about 1.8e308) for some p; compute it in "
                  "log space" + how),
