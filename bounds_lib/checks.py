@@ -714,7 +714,7 @@ def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
 
 
 def adversarial_multihead_gamma(rng, which, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, H=2, N=2, Nf=2, T=2,
-                                act="identity", trials=150, restarts=3, maxiter=4000):
+                                act="identity", trials=60, restarts=2, maxiter=3000):
     """Nelder–Mead (from the best of ``trials`` random draws) against the multi-head ``γ`` of one matrix
     type (``ch03-lem-gamma-mh``) over the weights, the perturbation and the input. Power check:
     ``weaken = 1.1`` (each γ is attained in a limit the search can approach), or a wrong

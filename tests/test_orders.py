@@ -229,3 +229,14 @@ def test_log_factor_constant_values_and_errors():
     assert log_factor_constant(math.e) == pytest.approx(math.sqrt(2 + math.log(72)))
     with pytest.raises(ValueError, match="nTN must exceed 1"):
         log_factor_constant(1.0)
+
+
+def test_mutation_survivors_of_the_new_functions():
+    # log_factor_constant accepts every nTN > 1 (not only > 2)
+    assert log_factor_constant(1.5) == pytest.approx(math.sqrt(2 + math.log(72) / math.log(1.5)))
+    # limit_in_depth drops only a log⁺ (Max with 0), not any two-argument Max
+    r = SYMBOLS["r"]
+    assert limit_in_depth(sp.Max(N, r) / N) == sp.Max(N, r) / N
+    # the Min branches are substituted back with C = 1 + c before recursing (a finite, c-dependent limit)
+    c, C = sp.Symbol("c", positive=True), SYMBOLS["C"]
+    assert limit_in_depth(sp.Min(C, N)) == sp.Min(1 + c, N)
