@@ -190,3 +190,22 @@ def test_bootstrap_interval_is_equal_tailed():
         assert iv.n_boot == draws.size and iv.n_undefined == 0
     withnan = np.append(draws, [np.nan, np.inf])
     assert _interval(0.5, withnan, 0.9).n_undefined == 2
+
+
+def test_bootstrap_interval_edges():
+    """The undefined cases of the percentile interval: no finite draw, or an undefined point value, give a
+    NaN interval that still counts the draws; one finite draw is an interval of width 0; the level is
+    checked on both sides, by name."""
+    from bounds_lib.stats import Interval, _interval
+
+    def same(a, b):
+        return all((x == y) or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
+                   for x, y in zip((a.value, a.lo, a.hi, a.n_boot, a.n_undefined),
+                                   (b.value, b.lo, b.hi, b.n_boot, b.n_undefined)))
+
+    assert same(_interval(0.3, [np.nan, np.inf, np.nan], 0.9), Interval(0.3, np.nan, np.nan, 3, 3))
+    assert same(_interval(np.nan, [0.1, 0.2], 0.9), Interval(np.nan, np.nan, np.nan, 2, 0))
+    assert same(_interval(0.3, [0.25, np.nan], 0.9), Interval(0.3, 0.25, 0.25, 2, 1))
+    for bad in (0.0, 1.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match=r"^level \(of the interval\)"):
+            _interval(0.3, [0.1, 0.2], bad)
