@@ -492,16 +492,22 @@ def plot_bounds_vs_gap(rows, target: str = "gap_error"):
     b.set_ylabel("PAC-Bayes bound")
     a.set_title("Chapter 5's theorem")
     b.set_title("prior at initialisation")
-    b.legend(loc="upper left")
+    fig.legend(*a.get_legend_handles_labels(), loc="outside lower center", ncol=2)
     return fig
 
 
 def verdict_rows(sweeps: dict) -> list:
     """``[(id, text, estimate with the seed-0 interval, widest interval over seeds, MC sd of the endpoints,
-    seeds with the claimed sign, verdict)]`` for :func:`seed_sweep` results keyed by hypothesis id."""
+    seeds with the claimed sign, verdict)]`` for :func:`seed_sweep` results keyed by hypothesis id.
+
+    Intervals print with 2 decimals, or 4 where an endpoint that is not 0 would otherwise print as 0.
+    """
     out = []
     for h in HYPOTHESES:
         sw = sweeps[h.id]
-        out.append((h.id, h.text, S.format_interval(sw.intervals[0]), S.format_interval(sw.widest),
+        ends = [e for iv in sw.intervals for e in (iv.lo, iv.hi) if np.isfinite(e)]
+        # 4 decimals where an endpoint that is not 0 would print as ±0.00 (the sign must stay visible)
+        d = 4 if any(0 < abs(e) < 0.005 for e in ends) else 2
+        out.append((h.id, h.text, S.format_interval(sw.intervals[0], d), S.format_interval(sw.widest, d),
                     f"{sw.lo_sd:.3f} / {sw.hi_sd:.3f}", f"{sw.n_claimed} of {len(sw.intervals)}", sw.verdict))
     return out
