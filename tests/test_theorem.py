@@ -71,3 +71,10 @@ def test_rank_parameter_count_is_theta_at_p_zero():
     assert rep.log_Theta == pytest.approx(rep.log_rss + math.log(rep.dudley), rel=1e-12)
     raw = rank_parameter_count(spectra, shells=False)
     assert raw == 2 * (4 * 4 * 16 + 2 * 8 * 24) and raw <= count < raw * (1 + 1 / 2)   # shells of ratio 1 + 1/L
+
+
+def test_rank_parameter_count_floors_a_zero_rank_at_one_only():
+    from types import SimpleNamespace as NS
+    from bounds_lib.theorem import rank_parameter_count
+    spectra = NS(arch=NS(n_layers=4), matrices=[NS(rank=1, shape=(2, 3)), NS(rank=0, shape=(4, 4))])
+    assert rank_parameter_count(spectra, shells=False) == 1 * 5 + 1 * 8   # rank 0 counts as 1, as in Θ
