@@ -224,3 +224,16 @@ def test_the_cluster_replication_is_configured():
     configs = robust_configs(ROBUST_LARGE_GRID)
     assert len(configs) == len(set(configs)) == 5 * (64 + 10)
     assert PRESETS["robust-large"] is ROBUST_LARGE_GRID and min(c.N for c in configs) == 32
+
+
+def test_conditional_mi_detects_information_and_its_permutation_null_does_not_on_noise():
+    rng = np.random.default_rng(4)
+    rows = [{"config": {"L": L, "N": N, "seed": s}, "gap_error": 0.3 * L + rng.normal()}
+            for L in (1, 2) for N in (1, 2) for s in range(10)]
+    g = np.array([r["gap_error"] for r in rows])
+    K, S_min, p = ST.conditional_mi(rows, g + 0.3 * rng.normal(size=g.size), axes=("L", "N"), k=1, n_perm=99)
+    assert K > 0.1 and p == 0.01 and len(S_min) == 1
+    K0, _, p0 = ST.conditional_mi(rows, rng.normal(size=g.size), axes=("L", "N"), k=1, n_perm=99)
+    assert K0 < K and p0 > 0.05
+    # a measure fixed by the conditioning axis carries no information given it
+    assert ST.conditional_mi(rows, [r["config"]["L"] for r in rows], axes=("L", "N"), k=1)[0] == 0.0
