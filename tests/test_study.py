@@ -237,3 +237,18 @@ def test_conditional_mi_detects_information_and_its_permutation_null_does_not_on
     assert K0 < K and p0 > 0.05
     # a measure fixed by the conditioning axis carries no information given it
     assert ST.conditional_mi(rows, [r["config"]["L"] for r in rows], axes=("L", "N"), k=1)[0] == 0.0
+
+
+def test_committed_results_are_the_preregistered_grid():
+    import json
+
+    from bounds_lib.results import load_results
+    from bounds_lib.training import TrainConfig
+
+    d = load_results("robust")
+    assert d["metadata"]["grid"] == json.loads(json.dumps(ROBUST_GRID))
+    assert [TrainConfig(**r["config"]) for r in d["rows"]] == robust_configs(ROBUST_GRID)
+    ok, out = ST.with_axes(d["rows"])
+    assert len(ok) + len(out) == len(d["rows"]) and all(r["train_loss"] <= 0.05 for r in ok)
+    # the margin of every analysed model is positive (train error <= 0.05 / log 2 < 0.1), as pre-registered
+    assert all(r["study"]["margin"] > 0 and r["train_error"] < 0.1 for r in ok)
