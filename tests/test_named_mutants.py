@@ -209,3 +209,29 @@ def test_bootstrap_interval_edges():
     for bad in (0.0, 1.0, -0.5, 1.5):
         with pytest.raises(ValueError, match=r"^level \(of the interval\)"):
             _interval(0.3, [0.1, 0.2], bad)
+
+
+def test_theta_of_a_scalar_p_is_a_float_and_vectorises():
+    from bounds_lib.theorem import log_theta
+
+    one = log_theta(math.log(6.0), 1.0, math.log(3.5), 8, 24)
+    assert type(one) is float
+    many = log_theta(math.log(6.0), np.array([0.0, 1.0]), math.log(3.5), 8, 24)
+    assert isinstance(many, np.ndarray) and many.shape == (2,) and many[1] == one
+    assert many[0] == 0.5 * math.log(6.0 * (8 + 24))  # θ² = s(ℓ+m) at p = 0
+
+
+def test_dudley_factor_closed_form_and_tightness_at_large_lambda():
+    """``D = (2 + (B_w − 1)⁺)√Λ + √(2π)``; at large Λ the integral it bounds is ≈ 2√Λ, so D is tight there
+    (a coefficient 3 instead of 2 on √Λ would leave a third of the bound unused)."""
+    from scipy.integrate import quad
+
+    from bounds_lib.theorem import dudley_factor
+
+    for lam in (0.5, 4.0, 1e4):
+        for B_w in (0.5, 1.0, 1.5, 3.0):
+            assert dudley_factor(lam, B_w) == pytest.approx((2 + max(B_w - 1, 0)) * math.sqrt(lam)
+                                                            + math.sqrt(2 * math.pi), rel=1e-15)
+    lam = 1e4
+    integral = quad(lambda x: x ** -0.5 * math.sqrt(lam + math.log(1 / x)), 0, 1, limit=200)[0]
+    assert integral <= dudley_factor(lam) and integral / dudley_factor(lam) > 0.98
