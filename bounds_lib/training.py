@@ -13,6 +13,8 @@ produce bit-identical weights and losses; a test checks it.
 
 Measured quantities: train/test logistic loss and 0-1 error, and the gap ``test − train`` of
 both, with the test set a large fresh sample from a seed stream disjoint from the training one.
+On the ``teacher`` task (Chapter 9) there is no test sample: the test error is the exact population
+error over all ``2^T`` inputs, under the task's label noise (:func:`exact_population`).
 With ``disjoint_test`` (Chapter 8) the test inputs also exclude every training bit string, and the
 per-example correctness on the test set is kept (``TrainResult.test_correct``), so models of the same
 task and seed can be compared example by example.

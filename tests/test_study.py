@@ -252,3 +252,22 @@ def test_committed_results_are_the_preregistered_grid():
     assert len(ok) + len(out) == len(d["rows"]) and all(r["train_loss"] <= 0.05 for r in ok)
     # the margin of every analysed model is positive (train error <= 0.05 / log 2 < 0.1), as pre-registered
     assert all(r["study"]["margin"] > 0 and r["train_error"] < 0.1 for r in ok)
+
+
+def test_robust_preset_runs_from_the_command_line_and_resumes(tmp_path):
+    import json
+
+    from bounds_lib.grid import main
+    from bounds_lib.results import read_results
+
+    out = tmp_path / "robust.json"
+    assert main(["--preset", "robust", "--small", "--out", str(out), "--select", "seed=0", "n_train=16"]) == 0
+    d = read_results(out)
+    assert d["metadata"]["n_rows"] == 4 and d["metadata"]["grid"]["task"]["kind"] == "teacher"
+    # an interrupted run resumes from its progress file: a finished row there is reused, not retrained
+    progress = tmp_path / "again.json.partial.jsonl"
+    progress.write_text(json.dumps(d["rows"][0]) + "\n")
+    assert main(["--preset", "robust", "--small", "--out", str(tmp_path / "again.json"), "--select", "seed=0",
+                 "n_train=16"]) == 0
+    again = read_results(tmp_path / "again.json")
+    assert again["metadata"]["reused_rows"] == 1 and again["rows"][0] == d["rows"][0]
