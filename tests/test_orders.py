@@ -240,3 +240,29 @@ def test_mutation_survivors_of_the_new_functions():
     # the Min branches are substituted back with C = 1 + c before recursing (a finite, c-dependent limit)
     c, C = sp.Symbol("c", positive=True), SYMBOLS["C"]
     assert limit_in_depth(sp.Min(C, N)) == sp.Min(1 + c, N)
+
+
+# ---- property-based: the two lemmas of Chapter 5's orders table ----
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.floats(1, 1e12), T=st.floats(1, 1e5), N=st.floats(2, 1e6), Lv=st.floats(1, 1e3), Cv=st.floats(0.125, 1e3))
+def test_log_factor_lemma_property(n, T, N, Lv, Cv):
+    from bounds_lib.checks import log_factors
+    thm, tab = log_factors(n, T, N, Lv, Cv)
+    assert tab <= thm * (1 + 1e-12) and thm <= log_factor_constant(n * T * N) * tab * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sig=st.lists(st.floats(1e-6, 1e3), min_size=1, max_size=12), CF=st.floats(1e-2, 1e2),
+       logK=st.floats(-5, 40), extra=st.integers(0, 8))
+def test_frobenius_lemma_property(sig, CF, logK, extra):
+    from bounds_lib.peeling import log_term, posthoc_grid
+    N = len(sig) + extra                               # rank ≤ N
+    s = np.array(sig) * CF / np.linalg.norm(sig)       # ‖W‖_F = C_F
+    grid = posthoc_grid(1, N)
+    logS = np.r_[math.log(len(sig)), np.log(np.sum(s[None, :] ** grid[1:, None], axis=1))]
+    lhs = float(np.min(log_term(logS, grid, logK, N)))
+    rhs = min(0.5 * (math.log(CF) + logK) + 0.75 * math.log(N), math.log(N))
+    assert lhs <= rhs + 1e-9
