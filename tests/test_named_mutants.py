@@ -235,3 +235,71 @@ def test_dudley_factor_closed_form_and_tightness_at_large_lambda():
     lam = 1e4
     integral = quad(lambda x: x ** -0.5 * math.sqrt(lam + math.log(1 / x)), 0, 1, limit=200)[0]
     assert integral <= dudley_factor(lam) and integral / dudley_factor(lam) > 0.98
+
+
+def test_clean_sigma_tolerance_scales_with_sigma1_and_includes_equality():
+    """The released tolerance ``RANK_RTOL·N·max(σ₁, 1)``: relative to σ₁ when σ₁ > 1, and a value equal to
+    it is a zero (``σ ≤ tol``)."""
+    from bounds_lib.spectra import _clean_sigma
+
+    N = 64
+    for s1 in (1.0, 100.0, 0.5):
+        tol = RANK_RTOL * N * max(s1, 1.0)
+        for v, kept in ((tol, False), (0.9 * tol, False), (1.1 * tol, True)):
+            s = _clean_sigma(np.array([s1, v]), N)
+            assert s.shape == (N,) and s[0] == s1 and s[1] == (v if kept else 0.0), (s1, v)
+            assert not np.any(s[2:])
+
+
+def test_head_product_chunks_give_one_value_per_head(rng):
+    """The (1,1) norms are computed in chunks of heads: exactly one value per head, whatever the chunking."""
+    for H, N in ((1, 4), (5, 7), (3, 600)):  # N = 600: 2^23 // N² = 23 heads per chunk
+        A, B = rng.standard_normal((H, N, 2)), rng.standard_normal((H, N, 2))
+        _, n21, n11 = head_product_spectra(A, B)
+        assert n21.shape == n11.shape == (H,)
+        np.testing.assert_allclose(n11, [np.sum(np.abs(A[h] @ B[h].T)) for h in range(H)], rtol=1e-12)
+    A, B = rng.standard_normal((40, 600, 2)), rng.standard_normal((40, 600, 2))  # two chunks (23 + 17)
+    _, _, n11 = head_product_spectra(A, B)
+    assert n11.shape == (40,)
+    np.testing.assert_allclose(n11, [np.sum(np.abs(A[h] @ B[h].T)) for h in range(40)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["clean", "paper"])
+def test_extreme_weights_give_the_scaled_spectra_exactly(mode):
+    """Weights times 2^300 (exact): every σ and both norms are those of the original weights times 2^600
+    for the head products (two factors) and times 2^300 for M_in, M_out — through the power-of-two
+    scaling and its undoing; times 2^600 the products (2^1200) exceed float64 and the result is the
+    ValueError that says so (never inf, never a warning)."""
+    import warnings
+
+    sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    ref = compute_spectra(sd, config=cfg, mode=mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = compute_spectra({k: v * 2.0**300 for k, v in sd.items()}, config=cfg, mode=mode)
+        for a, b in zip(ref.matrices, big.matrices):
+            f = 2.0 ** (600 if a.head >= 0 else 300)
+            np.testing.assert_array_equal(b.sigma, a.sigma * f)
+            assert (b.norm_21, b.norm_11) == (a.norm_21 * f, a.norm_11 * f)
+        with pytest.raises(ValueError, match="exceed the float64 range"):
+            compute_spectra({k: v * 2.0**600 for k, v in sd.items()}, config=cfg, mode=mode)
+
+
+def test_prefix_length_is_checked_by_name():
+    sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16)
+    sp = compute_spectra(sd, config=cfg)
+    for bad in (0, -1, 3):
+        with pytest.raises(ValueError, match=r"^prefix length k == "):
+            sp.prefix(bad)
+    with pytest.raises(TypeError, match=r"^prefix length k must be an integer"):
+        sp.prefix(1.5)
+
+
+def test_cache_digest_separates_shapes_and_dtypes():
+    """Equal bytes in another shape or dtype are other weights: the digest must differ."""
+    A = np.arange(12, dtype=np.float64)
+    d = SpectraCache.digest
+    assert d(A.reshape(3, 4)) != d(A.reshape(4, 3)) != d(A.reshape(2, 6))
+    assert d(A.reshape(3, 4)) != d(A.reshape(3, 4).view(np.int64))
+    assert d(A.reshape(3, 4), tag="x") != d(A.reshape(3, 4), tag="y")
+    assert d(A.reshape(3, 4)) == d(A.copy().reshape(3, 4))
