@@ -303,3 +303,20 @@ def test_cache_digest_separates_shapes_and_dtypes():
     assert d(A.reshape(3, 4)) != d(A.reshape(3, 4).view(np.int64))
     assert d(A.reshape(3, 4), tag="x") != d(A.reshape(3, 4), tag="y")
     assert d(A.reshape(3, 4)) == d(A.copy().reshape(3, 4))
+
+
+def test_L_phi_for_reads_the_activation_unless_given():
+    from dataclasses import replace
+
+    from bounds_lib.checkpoints import ACTIVATION_L_PHI
+    from bounds_lib.scoring import ScoringOptions
+
+    arch = synthetic_spectra().arch
+    for act in ("gelu", "relu", "silu", "sigmoid"):
+        assert ScoringOptions().L_phi_for(replace(arch, activation=act)) == ACTIVATION_L_PHI[act]
+        assert ScoringOptions(L_phi=2.5).L_phi_for(replace(arch, activation=act)) == 2.5
+    with pytest.raises(ValueError, match=r"^activation 'swiglu' has no Lipschitz constant here; supported: .*gelu"
+                                         r".*; or pass L_phi=$"):
+        ScoringOptions().L_phi_for(replace(arch, activation="swiglu"))
+    rep = score(synthetic_spectra(), L_phi=2.5)
+    assert rep.L_phi == 2.5 and rep.to_dict()["options"]["L_phi"] == 2.5 == rep.to_dict()["options"]["L_phi_value"]
