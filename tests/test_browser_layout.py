@@ -18,6 +18,8 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
 """
 from __future__ import annotations
 
+import base64
+import io
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -256,7 +258,7 @@ _IMAGES = """async () => {
 }"""
 
 
-def _png_meta(path: Path) -> dict:
+def _png_meta(path) -> dict:
     from PIL import Image
 
     with Image.open(path) as im:
@@ -283,14 +285,17 @@ def test_figures_readable(open_page, page_path):
     problems = []
     for img in _evaluate(open_page, page_path, _IMAGES):
         url = urlsplit(img["src"])
-        if url.scheme != "file":
+        if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.interactive)
+            path, name = io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), "slider frame"
+        elif url.scheme != "file":
             problems.append(f"{img['src'][:60]}: not a file of the build")
             continue
-        path = Path(unquote(url.path))
-        name = path.name
-        if path.suffix.lower() != ".png":
-            problems.append(f"{name}: not a PNG made with bounds_lib.style.use_book_style()")
-            continue
+        else:
+            path = Path(unquote(url.path))
+            name = path.name
+            if path.suffix.lower() != ".png":
+                problems.append(f"{name}: not a PNG made with bounds_lib.style.use_book_style()")
+                continue
         meta = _png_meta(path)
         if "BookMinFontPt" not in meta:
             problems.append(f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()")

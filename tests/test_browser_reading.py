@@ -189,3 +189,31 @@ def test_contents_drawer_closes_after_tapping_a_section_on_a_phone(browser, page
         top = page.evaluate("a => document.getElementById(decodeURIComponent(a)).getBoundingClientRect().top",
                             anchor)
         assert -5 <= top < 844 - 40, f"section #{anchor} not brought into view (top at {top} px)"
+
+
+_SLIDER_PAGES = [p for p in CHAPTERS if 'class="book-slider"' in p.read_text(encoding="utf-8")]
+
+
+def test_the_chapters_that_promise_a_slider_have_one():
+    names = {p.name for p in _SLIDER_PAGES}
+    if CHAPTERS:
+        assert {"ch02_interpolation.html", "ch04_peeling.html"} <= names, names
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", _SLIDER_PAGES, ids=_ids)
+def test_moving_a_slider_changes_its_figure_without_a_kernel(browser, page_path):
+    with _phone_page(browser, page_path, 200) as page:
+        sliders = page.locator("figure.book-slider")
+        assert sliders.count() >= 1
+        for k in range(sliders.count()):
+            fig = sliders.nth(k)
+            before = (fig.locator("img").get_attribute("src"), fig.locator("output").inner_text())
+            top = int(fig.locator("input").get_attribute("max"))
+            value = int(fig.locator("input").input_value())
+            # as a reader would: focus the control and press End (or Home, if it starts at the end)
+            fig.locator("input").focus()
+            page.keyboard.press("End" if value != top else "Home")
+            page.wait_for_timeout(100)
+            after = (fig.locator("img").get_attribute("src"), fig.locator("output").inner_text())
+            assert after[0] != before[0] and after[1] != before[1], f"slider {k} did not change its figure"
