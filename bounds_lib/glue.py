@@ -22,7 +22,9 @@ HAVE_MYST_NB = _myst_glue is not None
 def glue(name: str, variable: Any, display: bool = True) -> None:
     """Store ``variable`` under ``name`` for the book; in a plain notebook, show it or do nothing.
 
-    In the book build a matplotlib figure glued with ``display=False`` is closed once stored: the page
+    A NumPy scalar is glued as the Python number it holds: NumPy 2 prints ``np.float64(0.53)``, which
+    ``{glue:text}`name:.2f``` could not format. In the book build a matplotlib figure glued with
+    ``display=False`` is closed once stored: the page
     shows it where ``{glue:figure}`` places it, and the inline backend does not draw it a second time
     under its cell (nor does the executed notebook keep a second copy).
 
@@ -37,6 +39,7 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"glue name must be a non-empty str, got {name!r}")
+    variable = _plain_scalar(variable)
     if _myst_glue is not None:
         _myst_glue(name, variable, display=display)
         if not display:
@@ -59,3 +62,11 @@ def _close_if_figure(variable: Any) -> None:
         import matplotlib.pyplot as plt
 
         plt.close(variable)
+
+
+def _plain_scalar(variable: Any) -> Any:
+    try:
+        import numpy as np
+    except ImportError:  # no NumPy: nothing can be a NumPy scalar
+        return variable
+    return variable.item() if isinstance(variable, np.generic) else variable

@@ -27,3 +27,17 @@ def test_glue_refuses_an_empty_name():
 
     with pytest.raises(TypeError, match="glue name must be a non-empty str"):
         glue("", 1)
+
+
+def test_numpy_scalars_are_glued_as_python_numbers(monkeypatch):
+    """NumPy 2 prints np.float64(0.5); the book's {glue:text}`key:.2f` needs the plain number."""
+    import numpy as np
+
+    import bounds_lib.glue as G
+
+    seen = []
+    monkeypatch.setattr(G, "_myst_glue", lambda name, v, display=True: seen.append(v))
+    G.glue("a", np.float64(0.53), display=False)
+    G.glue("b", np.int64(7), display=False)
+    G.glue("c", np.array([1.0]), display=False)
+    assert [type(v) for v in seen] == [float, int, np.ndarray] and seen[0] == 0.53 and repr(seen[0]) == "0.53"
