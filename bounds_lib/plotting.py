@@ -25,6 +25,7 @@ from .spectra import ModelSpectra, check_spectra
 
 __all__ = [
     "MATRIX_TYPE_LABELS",
+    "figure_front_page",
     "figure_spectral_decay",
     "figure_T_ratio",
     "figure_norms",
@@ -372,4 +373,53 @@ def figure_scaling(reports: Sequence[BoundReport]):
             ax.set_title(f"{lab} / value at smallest {vname}")
             if ax.lines:
                 ax.legend()
+    return fig
+
+
+def figure_front_page(spectra: ModelSpectra, report: BoundReport):
+    """The front page's picture of a real model: its spectra (left) and why every matrix takes ``p* = 0``.
+
+    Left: ``σ_i/σ₁`` against the relative index ``i/r`` for every feed-forward matrix and the query-key
+    and value matrices of head 0 of every layer, one colour per matrix type — the spectra decay slowly,
+    with no gap to cut at. Right: ``𝒯(W;p)/𝒯(W;0)`` on the post hoc grid for every matrix of the model;
+    a curve above 1 everywhere means ``p* = 0`` (the rank count) for that matrix.
+
+    Parameters
+    ----------
+    spectra : ModelSpectra
+        From :func:`bounds_lib.spectra.compute_spectra`.
+    report : BoundReport
+        ``score(spectra)``.
+
+    Examples
+    --------
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.scoring import score
+    >>> from bounds_lib.spectra import compute_spectra
+    >>> state_dict, config = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16)
+    >>> sp = compute_spectra(state_dict, config=config)
+    >>> len(figure_front_page(sp, score(sp)).axes)
+    2
+    """
+    from .style import book_subplots
+
+    check_report(report)
+    fig, (a1, a2) = book_subplots(1, 2, height=3.2)
+    check_spectra(spectra)
+    for i, t in enumerate(MULTI_HEAD_MATRIX_TYPES):
+        ms = [m for m in spectra.matrices if m.matrix_type == t and m.head <= 0 and np.max(m.sigma, initial=0) > 0]
+        for j, m in enumerate(ms):
+            s = np.sort(np.asarray(m.sigma, dtype=float))[::-1]
+            s = s[s > 0]
+            a1.semilogy(np.arange(1, s.size + 1) / s.size, s / s[0], color=f"C{i}", lw=1.0, alpha=0.7,
+                        label=MATRIX_TYPE_LABELS[t] if j == 0 else None)
+        for m in report.select(t):
+            if m.rank > 0:
+                a2.semilogy(report.grid, np.exp(m.log_T - m.log_T0), color=f"C{i}", lw=0.8, alpha=0.5)
+    a1.set(xlabel="relative index i / rank", ylabel=r"$\sigma_i/\sigma_1$", title="spectra")
+    a1.legend(loc="lower left")
+    a2.axhline(1.0, color="k", lw=1.0, ls="--")
+    n0 = sum(m.p_star == 0 for m in report.matrices)
+    a2.set(xlabel="$p$", ylabel=r"$\mathcal{T}(W;p)/\mathcal{T}(W;0)$",
+           title=f"$p^*$ = 0 for {n0} of {len(report.matrices)}")
     return fig
