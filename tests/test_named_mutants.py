@@ -264,25 +264,27 @@ def test_head_product_chunks_give_one_value_per_head(rng):
     np.testing.assert_allclose(n11, [np.sum(np.abs(A[h] @ B[h].T)) for h in range(40)], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype, k", [("float64", 300), ("float32", 70)])
 @pytest.mark.parametrize("mode", ["clean", "paper"])
-def test_extreme_weights_give_the_scaled_spectra_exactly(mode):
-    """Weights times 2^300 (exact): every σ and both norms are those of the original weights times 2^600
-    for the head products (two factors) and times 2^300 for M_in, M_out — through the power-of-two
-    scaling and its undoing; times 2^600 the products (2^1200) exceed float64 and the result is the
-    ValueError that says so (never inf, never a warning)."""
+def test_extreme_weights_give_the_scaled_spectra_exactly(mode, dtype, k):
+    """Weights times 2^k (exact): every σ and both norms are those of the original weights times 2^2k
+    for the head products (two factors) and times 2^k for M_in, M_out — through the power-of-two
+    scaling and its undoing, which widens to float64 (in float32, 2^140 is beyond the float32 range);
+    times 2^600 the products (2^1200) exceed float64 and the result is the ValueError that says so
+    (never inf, never a warning)."""
     import warnings
 
     sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
-    ref = compute_spectra(sd, config=cfg, mode=mode)
+    ref = compute_spectra(sd, config=cfg, mode=mode, dtype=dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        big = compute_spectra({k: v * 2.0**300 for k, v in sd.items()}, config=cfg, mode=mode)
+        big = compute_spectra({n: v * 2.0**k for n, v in sd.items()}, config=cfg, mode=mode, dtype=dtype)
         for a, b in zip(ref.matrices, big.matrices):
-            f = 2.0 ** (600 if a.head >= 0 else 300)
+            f = 2.0 ** (2 * k if a.head >= 0 else k)
             np.testing.assert_array_equal(b.sigma, a.sigma * f)
             assert (b.norm_21, b.norm_11) == (a.norm_21 * f, a.norm_11 * f)
         with pytest.raises(ValueError, match="exceed the float64 range"):
-            compute_spectra({k: v * 2.0**600 for k, v in sd.items()}, config=cfg, mode=mode)
+            compute_spectra({n: v * 2.0**600 for n, v in sd.items()}, config=cfg, mode=mode)
 
 
 def test_prefix_length_is_checked_by_name():
@@ -315,8 +317,38 @@ def test_L_phi_for_reads_the_activation_unless_given():
     for act in ("gelu", "relu", "silu", "sigmoid"):
         assert ScoringOptions().L_phi_for(replace(arch, activation=act)) == ACTIVATION_L_PHI[act]
         assert ScoringOptions(L_phi=2.5).L_phi_for(replace(arch, activation=act)) == 2.5
-    with pytest.raises(ValueError, match=r"^activation 'swiglu' has no Lipschitz constant here; supported: .*gelu"
-                                         r".*; or pass L_phi=$"):
+    with pytest.raises(ValueError) as err:
         ScoringOptions().L_phi_for(replace(arch, activation="swiglu"))
+    assert str(err.value) == ("activation 'swiglu' has no Lipschitz constant here; supported: "
+                              + ", ".join(sorted(ACTIVATION_L_PHI)) + "; or pass L_phi=")
     rep = score(synthetic_spectra(), L_phi=2.5)
     assert rep.L_phi == 2.5 and rep.to_dict()["options"]["L_phi"] == 2.5 == rep.to_dict()["options"]["L_phi_value"]
+
+
+#: The per-matrix CSV/JSON columns of the CLI (``bounds-lib analyze --csv``): an interface, so pinned.
+ROW_COLUMNS = ("layer", "head", "kind", "rows", "cols", "sigma1", "rank", "frobenius", "nuclear", "stable_rank",
+               "norm_21", "norm_11", "log10_gamma", "log10_alpha", "log10_K", "p_star", "log10_T_star", "log10_T0")
+#: The top-level keys of the CLI's ``--json`` report (``meta`` is filled by the CLI).
+REPORT_KEYS = ("model", "architecture", "mode", "dtype", "options", "grid", "log10_Lambda", "log10_alpha",
+               "summary", "matrices", "meta")
+
+
+def test_report_rows_and_keys_are_the_documented_schema():
+    """Every column of a per-matrix row holds its field (rows × cols the stored shape, non-square for
+    M_in and M_out; head empty for them), and the JSON report has exactly its documented keys, each
+    holding its value."""
+    rep = score(synthetic_spectra(L=2))
+    for m in rep.matrices:
+        row = m.to_row()
+        assert tuple(row) == ROW_COLUMNS
+        assert (row["rows"], row["cols"]) == m.shape and row["kind"] == m.matrix_type
+        assert row["head"] == (m.head if m.head >= 0 else "") and row["layer"] == m.layer
+        for col in ("sigma1", "rank", "frobenius", "nuclear", "stable_rank", "norm_21", "norm_11", "p_star"):
+            assert row[col] == getattr(m, col), col
+    assert any(r.shape[0] != r.shape[1] for r in rep.matrices)  # the shape check has power
+    d = rep.to_dict()
+    assert tuple(d) == REPORT_KEYS
+    assert d["model"] == rep.source and d["architecture"] == rep.arch.to_dict()
+    assert (d["mode"], d["dtype"], d["grid"]) == (rep.mode, rep.dtype, rep.grid.tolist())
+    assert d["summary"] == rep.summary() and d["meta"] == rep.meta
+    assert d["matrices"] == [m.to_row() for m in rep.matrices]
