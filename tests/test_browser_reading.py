@@ -24,7 +24,7 @@ PATHLIKE = re.compile(r"(^|/)[^\s/]+\.(png|svg|jpe?g|gif)$", re.I)
 
 
 class _Images(HTMLParser):
-    """The <img> of the article (inside <main>/<article>), with their attributes."""
+    """The <img> of the article (inside <article>: not the header's launch-button logos), with their attributes."""
 
     def __init__(self):
         super().__init__()
@@ -32,7 +32,7 @@ class _Images(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "article" or (tag == "main" and "bd-main" in (a.get("class") or "")):
+        if tag == "article":
             self.depth += 1
         if tag == "img" and self.depth:
             self.images.append(a)
@@ -70,7 +70,8 @@ def test_no_figure_twice_on_a_page(page_path):
 
 def test_alt_text_detector_has_power(tmp_path):
     page = tmp_path / "p.html"
-    page.write_text('<main class="bd-main"><article><img src="../_images/a1.png" alt="../_images/a1.png">'
+    page.write_text('<main class="bd-main"><img src="../_static/logo.png" alt="logo"><article>'
+                    '<img src="../_images/a1.png" alt="../_images/a1.png">'
                     '<img src="../_images/a1.png" alt="Train and test error by width."></article></main>')
     imgs = _images(page)
     assert [bool(PATHLIKE.search(a["alt"])) for a in imgs] == [True, False]
@@ -122,9 +123,11 @@ def test_figure_opens_at_full_size_when_tapped_on_a_phone(browser, page_path):
         assert not page.evaluate("() => document.querySelector('dialog.figure-zoom').open")
 
 
-_TABLES = """() => [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
-  .filter(c => c.scrollWidth > c.clientWidth + 1)
-  .map((c, i) => ({i, cls: c.className,
+# The element that scrolls a wide table: the table itself (reader.css) or the theme's container.
+_SCROLLERS = """() => [...document.querySelectorAll('.bd-article table')]
+  .map(t => t.scrollWidth > t.clientWidth + 1 ? t : t.parentElement)
+  .filter(c => c.scrollWidth > c.clientWidth + 1)"""
+_TABLES = "() => (" + _SCROLLERS + """)().map((c, i) => ({i, cls: c.className,
                    sticky: getComputedStyle(c.querySelector('td, th')).position}))"""
 
 
@@ -133,7 +136,8 @@ _TABLES = """() => [...document.querySelectorAll('.bd-article .pst-scrollable-ta
 _PLANT = """() => {
   const c = document.createElement('div');
   c.className = 'pst-scrollable-table-container';
-  const cells = n => [...Array(n).keys()].map(i => `<td>value_number_${i}_that_does_not_wrap</td>`).join('');
+  const cells = n => [...Array(n).keys()]
+    .map(i => `<td style="white-space: nowrap">value number ${i} that does not wrap</td>`).join('');
   c.innerHTML = `<table class="table"><thead><tr><th>measure</th>${cells(6)}</tr></thead>` +
                 `<tbody><tr><td>B_ours</td>${cells(6)}</tr></tbody></table>`;
   document.querySelector('.bd-article').appendChild(c);
@@ -153,8 +157,7 @@ def test_wide_tables_keep_their_first_column_in_view_on_a_phone(browser, page_pa
             assert "table-scrolls" in t["cls"] and t["sticky"] == "sticky", (_ids(page_path), t)
         for t in wide[-1:] + wide[:1]:  # the planted table, and the page's first wide one
             moved = page.evaluate("""i => {
-              const c = [...document.querySelectorAll('.bd-article .pst-scrollable-table-container')]
-                .filter(c => c.scrollWidth > c.clientWidth + 1)[i];
+              const c = (""" + _SCROLLERS + """)()[i];
               const cell = c.querySelector('tbody td');
               const before = cell.getBoundingClientRect().left - c.getBoundingClientRect().left;
               c.scrollLeft = 120;

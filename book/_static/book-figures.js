@@ -4,9 +4,9 @@
  * of its natural size. Tapping (or clicking) a figure opens it at its natural size in a dialog that
  * scrolls and can be pinch-zoomed; a tap on the dialog, its close button or Escape closes it.
  *
- * Wide tables: a table wider than its column scrolls inside it (the theme's scrollable container);
- * such a container gets the class "table-scrolls": book-layout.css keeps its first column in view
- * while the rest scrolls, shows the scroll bar and fades the edge that hides more columns.
+ * Wide tables: a table wider than its column scrolls inside it (reader.css); the element that scrolls
+ * gets the class "table-scrolls": book-layout.css keeps the first column in view while the rest
+ * scrolls, shows the scroll bar and fades the edge that hides more columns.
  */
 (function () {
   "use strict";
@@ -67,8 +67,19 @@
     el.classList.toggle("table-scrolled-end", end);
   }
 
+  // The element that scrolls: the table itself (reader.css makes it a scrolling block) or, in a theme
+  // without that rule, the theme's container around it.
+  function scroller(table) {
+    var box = table.parentElement;
+    if (table.scrollWidth > table.clientWidth + 1 || !box || !box.classList.contains("pst-scrollable-table-container")) {
+      return table;
+    }
+    return box;
+  }
+
   function markTables() {
-    document.querySelectorAll(".bd-article .pst-scrollable-table-container").forEach(function (el) {
+    document.querySelectorAll(".bd-article table").forEach(function (table) {
+      var el = scroller(table);
       var wide = el.scrollWidth > el.clientWidth + 1;
       el.classList.toggle("table-scrolls", wide);
       if (wide && !el.dataset.bookScroll) {
