@@ -39,7 +39,8 @@ TESTS = {
                 "tests/test_proxies.py", "tests/test_named_mutants.py"],
     "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
-    "checkpoints": ["tests/test_checkpoints.py", "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py"],
+    "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_bad_inputs.py",
+                    "tests/test_bad_inputs_round2.py"],
     "theorem": ["tests/test_named_mutants.py", "tests/test_theorem.py"],
     "stats": ["tests/test_named_mutants.py", "tests/test_stats.py"],
     "results": ["tests/test_results.py"],
