@@ -202,3 +202,23 @@ def test_in_memory_shapes_and_dtypes_are_the_stored_ones():
     assert (src.shape("bf"), src.dtype("bf")) == ((3, 2), "bfloat16")
     assert (src.shape("h"), src.dtype("h")) == ((2, 5), "float16")
     assert (src.shape("l"), src.dtype("l")) == ((1, 3), "float64")
+
+
+def test_two_stacks_are_already_ambiguous_and_a_wrong_prefix_lists_them():
+    src = _stacks("student.", "teacher.")
+    with pytest.raises(CheckpointError, match="the weights hold 2 'bert' layer stacks"):
+        detect_architecture(src)
+    with pytest.raises(CheckpointError) as err:
+        detect_architecture(src, prefix="nobody.")
+    assert str(err.value) == ("in-memory state dict: no layer stack under the prefix 'nobody.'; the weights hold one "
+                              "under 'student.', 'teacher.'")
+
+
+def test_the_source_class_follows_the_file_chosen(tmp_path):
+    torch = pytest.importorskip("torch")
+    assert open_checkpoint(write_model(tmp_path / "st")).storage == "safetensors"
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    torch.save({k: torch.from_numpy(v) for k, v in tensors().items()}, d / "pytorch_model.bin")
+    assert open_checkpoint(d).storage == "pytorch-bin" and weight_files(d) == [d / "pytorch_model.bin"]
