@@ -245,8 +245,9 @@ def check_row(fresh: dict, committed: dict, tolerances: dict | None = None) -> R
     return result
 
 
-_GROUPS = (("losses and errors", ("train_", "test_", "gap_", "loss_curve")),
-           ("bound proxies", ("proxies.",)), ("singular values", ("singular_values", "init_singular_values")))
+_GROUPS = (("losses and errors", ("train_", "test_", "gap_", "loss_curve", "population_error")),
+           ("bound proxies", ("proxies.",)), ("singular values", ("singular_values", "init_singular_values")),
+           ("study measures (Ch. 9)", ("study.",)))
 
 
 def _group(q: str) -> str:
@@ -256,7 +257,8 @@ def _group(q: str) -> str:
 def spread_summary(table: dict | None = None) -> dict:
     """The measured table in a few numbers (Chapter 7 shows them; every value comes from the file).
 
-    Returns ``groups`` — per group of quantities (losses and errors, bound proxies, singular values):
+    Returns ``groups`` — per group of quantities (losses and errors, bound proxies, singular values,
+    Chapter 9's study measures; everything else is the configuration):
     how many continuous quantities moved, the largest spread and tolerance, how many never moved (and
     must be equal) — the numbers of settings (``n_settings``, ``n_changed``: those that changed some
     bit), and per committed file the screened and well-conditioned rows with the largest deviation of
