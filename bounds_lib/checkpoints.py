@@ -650,7 +650,7 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
     The local Hugging Face cache is always tried first. A download happens only when it is allowed
     (``allow_download=True``, or ``allow_download=None`` and ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``) *and*
     ``HF_HUB_OFFLINE`` is not set; otherwise a missing model is a :class:`CheckpointError`.
-    Every request waits at most ``REQUEST_TIMEOUT_S`` for the server (:func:`_requests_time_out`), and
+    Every request waits at most ``REQUEST_TIMEOUT_S`` for the server (``_requests_time_out``), and
     the whole download at most ``download_timeout`` seconds (default ``DOWNLOAD_TIMEOUT_S``, at most
     ``MAX_DOWNLOAD_TIMEOUT_S``); then a :class:`CheckpointError`.
     ``endpoint``: the Hub's address (default ``HF_ENDPOINT`` or huggingface.co).
