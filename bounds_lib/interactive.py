@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import itertools
 import json
 
 import numpy as np
@@ -25,9 +24,6 @@ import numpy as np
 from .validation import check_scalar
 
 __all__ = ["Slider", "tau_split_frames", "posthoc_frames"]
-
-_IDS = itertools.count()
-
 
 class Slider:
     """Frames (PNG bytes) behind a range control, one label per frame.
@@ -62,6 +58,16 @@ class Slider:
         self.frames, self.labels, self.name, self.alt = frames, labels, str(name), str(alt)
         self.start = check_scalar(start, "start (frame index)", int, min_val=0, max_val=len(frames) - 1)
 
+    def __repr__(self) -> str:
+        # no memory address: a notebook's printed output must be the same in every run
+        return f"Slider({self.name!r}, {len(self.frames)} frames, showing {self.labels[self.start]!r})"
+
+    def _id(self) -> str:
+        import hashlib
+
+        key = json.dumps([self.name, self.alt, self.labels, self.start]).encode()
+        return "book-slider-" + hashlib.sha1(key).hexdigest()[:12]
+
     def _uris(self) -> list[str]:
         return ["data:image/png;base64," + base64.b64encode(f).decode("ascii") for f in self.frames]
 
@@ -69,7 +75,7 @@ class Slider:
         return bytes(self.frames[self.start])
 
     def _repr_html_(self) -> str:
-        uid = f"book-slider-{next(_IDS)}"
+        uid = self._id()
         uris = self._uris()
         esc = html.escape
         return (
