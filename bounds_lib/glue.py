@@ -23,8 +23,9 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
     """Store ``variable`` under ``name`` for the book; in a plain notebook, show it or do nothing.
 
     A NumPy scalar is glued as the Python number it holds: NumPy 2 prints ``np.float64(0.53)``, which
-    ``{glue:text}`name:.2f``` could not format. In the book build a matplotlib figure glued with
-    ``display=False`` is closed once stored: the page
+    ``{glue:text}`name:.2f``` could not format. A matplotlib figure glued with ``display=False`` is
+    closed once stored (in the book build and in plain Jupyter alike, so a chapter prints the same in
+    both): the page
     shows it where ``{glue:figure}`` places it, and the inline backend does not draw it a second time
     under its cell (nor does the executed notebook keep a second copy).
 
@@ -42,15 +43,15 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
     variable = _plain_scalar(variable)
     if _myst_glue is not None:
         _myst_glue(name, variable, display=display)
-        if not display:
-            _close_if_figure(variable)
-        return
-    if display:
+    elif display:
         try:
             from IPython.display import display as _show
         except ImportError:  # not in IPython: nothing to show
             return
         _show(variable)
+    if not display:
+        # the figure appears where its caption is (the page; the generated notebook's attachment)
+        _close_if_figure(variable)
 
 
 def _close_if_figure(variable: Any) -> None:

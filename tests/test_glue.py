@@ -41,3 +41,18 @@ def test_numpy_scalars_are_glued_as_python_numbers(monkeypatch):
     G.glue("b", np.int64(7), display=False)
     G.glue("c", np.array([1.0]), display=False)
     assert [type(v) for v in seen] == [float, int, np.ndarray] and seen[0] == 0.53 and repr(seen[0]) == "0.53"
+
+
+def test_plain_jupyter_closes_an_undisplayed_figure_too(monkeypatch):
+    """Without MyST-NB (a reader's Jupyter) the chapter prints what the book printed: no stray figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import bounds_lib.glue as G
+
+    monkeypatch.setattr(G, "_myst_glue", None)
+    fig, _ = plt.subplots()
+    G.glue("x", fig, display=False)
+    assert not plt.fignum_exists(fig.number)
