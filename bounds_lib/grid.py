@@ -2,12 +2,13 @@
 
 The committed results files (:mod:`bounds_lib.results`) were each produced by one documented command::
 
-    python -m bounds_lib.experiments --out bounds_lib/data/trained_grid.json
-    python -m bounds_lib.experiments --out bounds_lib/data/trained_common_loss.json --preset common-loss --jobs 2
-    python -m bounds_lib.experiments --out bounds_lib/data/spectrum_study.json --preset study
+    python -m bounds_lib.grid --out bounds_lib/data/trained_grid.json
+    python -m bounds_lib.grid --out bounds_lib/data/trained_common_loss.json --preset common-loss --jobs 2
+    python -m bounds_lib.grid --out bounds_lib/data/spectrum_study.json --preset study
 
-(the exact command, library versions, measured cost and provenance notes are in each file's metadata;
-the command line is :func:`main`).
+(the exact command, library versions, measured cost and provenance notes are in each file's metadata,
+which spell the command ``python -m bounds_lib.experiments``: the old name of this command line, which
+still runs it; the command line is :func:`main`).
 ``--small`` runs a tiny grid of the preset with the same format in seconds (the tests do that).
 ``--preset common-loss`` trains every model to a common training loss (Jiang et al. 2020's stopping
 criterion; ``--stop-loss X`` and ``--max-steps K`` override its target and budget; such rows also hold
@@ -538,7 +539,7 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
 
 
 def main(argv=None) -> int:
-    """Command line: ``python -m bounds_lib.experiments --out FILE [--preset NAME] [--small] [--stop-loss X]
+    """Command line: ``python -m bounds_lib.grid --out FILE [--preset NAME] [--small] [--stop-loss X]
     [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``."""
     ap = argparse.ArgumentParser(prog=GRID_COMMAND, description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="results JSON file to write")

@@ -1,6 +1,6 @@
 """Results files and model checkpoints of the trained-model grids (Chapters 7–8).
 
-A grid run (:mod:`bounds_lib.grid`, ``python -m bounds_lib.experiments``) writes one JSON *results
+A grid run (:mod:`bounds_lib.grid`, ``python -m bounds_lib.grid``) writes one JSON *results
 file*: ``{"metadata": {...}, "rows": [...]}``. Each row holds the training configuration, the measured
 train/test loss and 0-1 error with the gap ``test − train``, and the proxies of
 :func:`bounds_lib.scoring.single_head_proxies` computed on the trained weights (all as ``log10``).
@@ -45,7 +45,7 @@ __all__ = [
 #: a file without it or with another one.
 RESULTS_SCHEMA = "bounds_lib.trained-results/1"
 #: The command that writes results files, as their ``metadata["command"]`` records it.
-GRID_COMMAND = "python -m bounds_lib.experiments"
+GRID_COMMAND = "python -m bounds_lib.grid"
 
 
 # ----------------------------------------------------------------------------- reading and checking results

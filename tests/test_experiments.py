@@ -32,7 +32,7 @@ def test_the_documented_command_still_runs(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     data = results.read_results(out)
-    assert data["metadata"]["command"].startswith("python -m bounds_lib.experiments --out")
+    assert data["metadata"]["command"].startswith("python -m bounds_lib.grid --out")
     assert data["metadata"]["n_rows"] == len(grid.grid_configs(grid.SMALL_STUDY_GRID)) // 2
     assert "training" not in proc.stderr  # TQDM_DISABLE=1: no progress bar
     assert json.loads(out.read_text())["rows"] == data["rows"]

@@ -34,7 +34,7 @@ def test_small_grid_reproduces_the_format_and_checkpoints(tmp_path):
     assert main(["--out", str(out), "--small", "--weights-dir", str(tmp_path / "w")]) == 0
     small = json.loads(out.read_text())
     assert len(small["rows"]) == len(grid_configs(SMALL_GRID))
-    assert small["metadata"]["command"].startswith("python -m bounds_lib.experiments --out")
+    assert small["metadata"]["command"].startswith("python -m bounds_lib.grid --out")
     for r in small["rows"]:
         assert set(PROXY_NAMES) <= set(r["proxies"])
         assert math.isclose(r["gap_error"], r["test_error"] - r["train_error"], abs_tol=1e-12)
