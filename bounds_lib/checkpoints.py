@@ -74,6 +74,9 @@ __all__ = [
     "StateDictSource",
     "ArchitectureSpec",
     "LayerWeights",
+    "LAYER_PARTS",
+    "layer_parts",
+    "part_tensor_names",
     "open_checkpoint",
     "resolve_hub_id",
     "detect_architecture",
@@ -1089,25 +1092,98 @@ def random_bert_state_dict(n_layers: int = 2, hidden: int = 8, n_heads: int = 2,
 # --------------------------------------------------------------------------------------------
 
 
+#: The work units of a layer that is not a mixture of experts, in the order their results are listed:
+#: the attention projections (``W_Q, W_K, W_V, W_O``: every head's ``QK_h`` and ``Ṽ_h``), the
+#: feed-forward input map ``M_in`` and the output map ``M_out``. A part is a string, or a tuple whose
+#: first entry is one of these strings and whose further entries say which copy (an expert index:
+#: ``("M_in", e)``), so that parts stay hashable and picklable.
+LAYER_PARTS = ("attention", "M_in", "M_out")
+
+
+def part_kind(part) -> str:
+    """``"attention"``, ``"M_in"`` or ``"M_out"``: what a part identifier (``"M_in"``, ``("M_in", e)``) holds."""
+    kind = part[0] if isinstance(part, tuple) and part else part
+    if kind not in LAYER_PARTS:
+        raise ValueError(f"unknown layer part {part!r}; a part is one of {LAYER_PARTS} (or a tuple starting "
+                         "with one)")
+    return kind
+
+
+def layer_parts(spec: "ArchitectureSpec", layer: int) -> tuple:
+    """The work units of ``layer``, in the order :func:`bounds_lib.spectra.layer_spectra` lists their results.
+
+    Each unit is read (:func:`iter_layers` with ``parts=``) and decomposed on its own, so a worker
+    holds only the tensors of the unit it factors. Today every layout has the three parts of
+    :data:`LAYER_PARTS`.
+    """
+    if not 0 <= layer < spec.n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{spec.n_layers - 1}")
+    return LAYER_PARTS
+
+
+def part_roles(spec: "ArchitectureSpec", part) -> tuple:
+    """The roles (keys of :meth:`ArchitectureSpec.tensor_names`) of the stored tensors a part reads."""
+    kind = part_kind(part)
+    if kind == "attention":
+        return ("qkv", "o") if spec.family == "gpt2" else ("q", "k", "v", "o")
+    if kind == "M_in":
+        return ("gate", "up") if spec.gated_ffn else ("f_in",)
+    return ("down",) if spec.gated_ffn else ("f_out",)
+
+
+def part_tensor_names(spec: "ArchitectureSpec", layer: int, part) -> dict:
+    """``{role: full tensor name}`` of the tensors ``part`` of ``layer`` reads (a subset of ``tensor_names``)."""
+    names = spec.tensor_names(layer)
+    return {role: names[role] for role in part_roles(spec, part)}
+
+
 @dataclass(frozen=True)
 class LayerWeights:
-    """One layer's weights in the row-vector convention (``X ↦ X W``).
+    """One layer's weights in the row-vector convention (``X ↦ X W``), or those of some of its parts.
 
     ``Wq`` (N×H·d_h), ``Wk``, ``Wv`` (N×H_kv·d_h), ``Wo`` (H·d_h×N), ``M_in`` (N×d_ff, or N×2d_ff for a
     gated feed-forward), ``M_out`` (d_ff×N). For ``nn.Linear`` layouts these are transposed *views* of
     the stored ``(out, in)`` arrays, so ``Wq[:, hs] @ Wk[:, hs].T`` is literally the released
-    ``q[hs,:]ᵀ k[hs,:]``.
+    ``q[hs,:]ᵀ k[hs,:]``. ``parts`` lists the parts read (:func:`layer_parts`); the fields of a part
+    not read are ``None``.
     """
 
     layer: int
     spec: ArchitectureSpec
-    Wq: np.ndarray
-    Wk: np.ndarray
-    Wv: np.ndarray
-    Wo: np.ndarray
-    M_in: np.ndarray
-    M_out: np.ndarray
+    Wq: np.ndarray | None
+    Wk: np.ndarray | None
+    Wv: np.ndarray | None
+    Wo: np.ndarray | None
+    M_in: np.ndarray | None
+    M_out: np.ndarray | None
     names: dict = field(default_factory=dict, compare=False)
+    parts: tuple = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.parts is None:  # built by hand with arrays: the parts whose fields are present
+            present = {"attention": self.Wq is not None, "M_in": self.M_in is not None,
+                       "M_out": self.M_out is not None}
+            object.__setattr__(self, "parts", tuple(p for p in LAYER_PARTS if present[p]))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the arrays held (that of the first part read)."""
+        for W in (self.Wq, self.M_in, self.M_out):
+            if W is not None:
+                return W.dtype
+        raise ValueError(f"layer {self.layer}: no weights were read")
+
+    def matrix(self, part) -> np.ndarray:
+        """The dense feed-forward matrix of a part (``M_in`` or ``M_out``); ``ValueError`` if it was not read."""
+        kind = part_kind(part)
+        W = self.M_in if kind == "M_in" else self.M_out if kind == "M_out" else None
+        if W is None:
+            raise ValueError(f"layer {self.layer}: part {part!r} is not a dense matrix that was read")
+        return W
+
+    def _attention(self):
+        if self.Wq is None:
+            raise ValueError(f"layer {self.layer}: the attention projections were not read (parts={self.parts})")
 
     def _cols(self, h):
         d = self.spec.head_dim
@@ -1115,18 +1191,22 @@ class LayerWeights:
 
     def W_Q(self, h: int) -> np.ndarray:
         """``W_{Q,h}`` (N×d_h)."""
+        self._attention()
         return self.Wq[:, self._cols(h)]
 
     def W_K(self, h: int) -> np.ndarray:
         """``W_{K,h}`` (N×d_h) — the key group of query head ``h``."""
+        self._attention()
         return self.Wk[:, self._cols(self.spec.kv_group(h))]
 
     def W_V(self, h: int) -> np.ndarray:
         """``W_{V,h}`` (N×d_h) — the value group of query head ``h``."""
+        self._attention()
         return self.Wv[:, self._cols(self.spec.kv_group(h))]
 
     def W_O(self, h: int) -> np.ndarray:
         """``W_{O,h}`` (d_h×N) — the rows of the output projection that read head ``h``."""
+        self._attention()
         return self.Wo[self._cols(h), :]
 
     def QK(self, h: int) -> np.ndarray:
@@ -1139,11 +1219,12 @@ class LayerWeights:
 
 
 def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, dtype=np.float64,
-                layers=None) -> Iterator[LayerWeights]:
+                layers=None, parts=None) -> Iterator[LayerWeights]:
     """Yield :class:`LayerWeights` one layer at a time (only that layer's tensors are in memory).
 
-    The generator keeps no reference to a layer it has yielded, so once the caller drops it the next
-    layer is read into free memory, not next to it.
+    ``parts`` (default: all of :func:`layer_parts`) reads only the tensors of those parts; the other
+    fields are ``None``. The generator keeps no reference to a layer it has yielded, so once the
+    caller drops it the next layer is read into free memory, not next to it.
     """
     spec = spec or detect_architecture(source)
     dtype = np.dtype(dtype)
@@ -1153,27 +1234,39 @@ def iter_layers(source: TensorSource, spec: ArchitectureSpec | None = None, *, d
     for layer in idx:
         if not 0 <= layer < spec.n_layers:
             raise ValueError(f"layer {layer} out of range 0..{spec.n_layers - 1}")
-        yield _read_layer(source, spec, layer, dtype)
+        yield _read_layer(source, spec, layer, dtype, layer_parts(spec, layer) if parts is None else parts)
 
 
-def _read_layer(source: TensorSource, spec: ArchitectureSpec, layer: int, dtype) -> LayerWeights:
+def _read_layer(source: TensorSource, spec: ArchitectureSpec, layer: int, dtype,
+                parts=LAYER_PARTS) -> LayerWeights:
+    """The tensors of ``parts`` of ``layer`` (in the order of :func:`layer_parts`), each read once."""
+    known = layer_parts(spec, layer)
+    unknown = [p for p in parts if p not in known]
+    if unknown or not parts:
+        raise ValueError(f"layer {layer}: parts must be a non-empty selection of {known}, got {tuple(parts)!r}")
+    parts = tuple(p for p in known if p in parts)
     names = spec.tensor_names(layer)
-    gated = ("gate", "up") if spec.gated_ffn else ()
-    t = {role: source.read(name, dtype) for role, name in names.items() if role not in gated}
     N = spec.hidden
-    if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
-        qkv = t["qkv"]
-        Wq, Wk, Wv = qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:]
-        Wo, M_in, M_out = t["o"], t["f_in"], t["f_out"]
-    elif spec.gated_ffn:
-        Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
-        # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
-        F = spec.d_ff
-        M_in = np.empty((N, 2 * F), dtype=dtype)
-        for j, role in enumerate(gated):
-            M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
-        M_out = t["down"].T
-    else:
-        Wq, Wk, Wv, Wo = t["q"].T, t["k"].T, t["v"].T, t["o"].T
-        M_in, M_out = t["f_in"].T, t["f_out"].T
-    return LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, names)
+    Wq = Wk = Wv = Wo = M_in = M_out = None
+    if "attention" in parts:
+        if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
+            qkv = source.read(names["qkv"], dtype)
+            Wq, Wk, Wv = qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:]
+            Wo = source.read(names["o"], dtype)
+        else:
+            Wq, Wk, Wv, Wo = (source.read(names[r], dtype).T for r in ("q", "k", "v", "o"))
+    if "M_in" in parts:
+        if spec.gated_ffn:
+            # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
+            F = spec.d_ff
+            M_in = np.empty((N, 2 * F), dtype=dtype)
+            for j, role in enumerate(("gate", "up")):
+                M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
+        else:
+            M_in = source.read(names["f_in"], dtype)
+            M_in = M_in if spec.family == "gpt2" else M_in.T
+    if "M_out" in parts:
+        M_out = source.read(names["down" if spec.gated_ffn else "f_out"], dtype)
+        M_out = M_out if spec.family == "gpt2" else M_out.T
+    read = {role: names[role] for p in parts for role in part_roles(spec, p)}
+    return LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, read, parts)

@@ -32,7 +32,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .checkpoints import ArchitectureSpec, LayerWeights, detect_architecture, iter_layers, open_checkpoint
+from .checkpoints import (
+    ArchitectureSpec,
+    LayerWeights,
+    detect_architecture,
+    iter_layers,
+    open_checkpoint,
+    part_kind,
+)
 from .norms import RANK_RTOL, _pow2_scaled, numerical_rank
 from .validation import check_scalar
 
@@ -330,16 +337,19 @@ def _check_finite(res, lw, matrix_type, dtype_name):
 
 def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache | None = None,
                   entrywise: bool = True, on_step=None) -> list:
-    """All :class:`MatrixSpectrum` of one layer: H ``QK``, H ``Ṽ``, then ``M_in``, ``M_out``.
+    """All :class:`MatrixSpectrum` of the parts of one layer that ``lw`` holds, in the order of its parts.
 
-    ``on_step(name)`` is called after each of the four groups (progress reporting).
+    For a whole layer (:func:`bounds_lib.checkpoints.layer_parts`): H ``QK``, H ``Ṽ`` (the part
+    ``"attention"``), then ``M_in``, ``M_out``. A :class:`~bounds_lib.checkpoints.LayerWeights` read
+    with ``parts=`` gives the spectra of those parts only, the same numbers as in the whole layer.
+    ``on_step(name)`` is called after each matrix group (``"QK"``, ``"V"``, ``"M_in"``, ``"M_out"``).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     spec = lw.spec
     H, Hk, d, N = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.hidden
     groups = np.array([spec.kv_group(h) for h in range(H)])
-    dt = lw.Wq.dtype.name
+    dt = lw.dtype.name
     out = []
 
     def cached(tag, arrays, compute, by_mode=True):
@@ -386,17 +396,24 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
         if on_step:
             on_step(matrix_type)
 
-    heads("QK", lw.Wq, lw.Wk, lw.QK)
-    # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
-    Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
-    heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
-    del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
-    for matrix_type, W in (("M_in", lw.M_in), ("M_out", lw.M_out)):
-        s, n21, n11 = cached(matrix_type, (W,), lambda W=W: _dense_spectrum(W), by_mode=False)
+    def dense(part):
+        matrix_type = part_kind(part)
+        W = lw.matrix(part)
+        s, n21, n11 = cached(matrix_type, (W,), lambda: _dense_spectrum(W), by_mode=False)
         _check_finite([(s, n21, n11)], lw, matrix_type, dt)
         out.append(MatrixSpectrum(lw.layer, -1, matrix_type, tuple(W.shape), s, n21, n11))
         if on_step:
             on_step(matrix_type)
+
+    for part in lw.parts:
+        if part_kind(part) != "attention":
+            dense(part)
+            continue
+        heads("QK", lw.Wq, lw.Wk, lw.QK)
+        # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
+        Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
+        heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
+        del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
     return out
 
 
