@@ -76,6 +76,7 @@ __all__ = [
     "LayerWeights",
     "LAYER_PARTS",
     "layer_parts",
+    "part_expert",
     "part_tensor_names",
     "open_checkpoint",
     "resolve_hub_id",
@@ -784,10 +785,13 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
 # Layouts
 # --------------------------------------------------------------------------------------------
 
+# ``config.json`` model_type -> layout family (the tensor names and how they split into the paper's matrices)
 _FAMILY_OF = {
     "bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "camembert": "bert", "electra": "bert",
     "distilbert": "distilbert", "gpt2": "gpt2",
     "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama",
+    "gemma": "gemma", "gemma2": "gemma",
+    "phi3": "phi3", "gpt_neox": "gpt_neox", "opt": "opt", "mixtral": "mixtral", "vit": "vit",
 }
 #: ``config.json`` ``model_type`` values this module reads.
 SUPPORTED_MODEL_TYPES = tuple(_FAMILY_OF)
@@ -820,7 +824,9 @@ ACTIVATION_L_PHI = {
     "sigmoid": 0.25,
 }
 
-# role -> tensor name suffix inside block ``{prefix}{stack}.{i}.``
+# role -> tensor name suffix inside block ``{prefix}{stack}.{i}.``; ``{e}`` stands for an expert's index
+_LLAMA_ATTENTION = {"q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
+                    "o": "self_attn.o_proj.weight"}
 _ROLES = {
     "bert": ("encoder.layer", {
         "q": "attention.self.query.weight", "k": "attention.self.key.weight",
@@ -833,15 +839,45 @@ _ROLES = {
         "qkv": "attn.c_attn.weight", "o": "attn.c_proj.weight",
         "f_in": "mlp.c_fc.weight", "f_out": "mlp.c_proj.weight"}),
     "llama": ("layers", {
-        "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
-        "o": "self_attn.o_proj.weight", "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
+        **_LLAMA_ATTENTION, "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
         "down": "mlp.down_proj.weight"}),
+    "gemma": ("layers", {
+        **_LLAMA_ATTENTION, "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
+        "down": "mlp.down_proj.weight"}),
+    "phi3": ("layers", {
+        "qkv": "self_attn.qkv_proj.weight", "o": "self_attn.o_proj.weight",
+        "gate_up": "mlp.gate_up_proj.weight", "down": "mlp.down_proj.weight"}),
+    "gpt_neox": ("layers", {
+        "qkv": "attention.query_key_value.weight", "o": "attention.dense.weight",
+        "f_in": "mlp.dense_h_to_4h.weight", "f_out": "mlp.dense_4h_to_h.weight"}),
+    "opt": ("decoder.layers", {
+        "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
+        "o": "self_attn.out_proj.weight", "f_in": "fc1.weight", "f_out": "fc2.weight"}),
+    # the router block_sparse_moe.gate is not a matrix of the bound and is not read
+    "mixtral": ("layers", {
+        **_LLAMA_ATTENTION, "gate": "block_sparse_moe.experts.{e}.w1.weight",
+        "up": "block_sparse_moe.experts.{e}.w3.weight", "down": "block_sparse_moe.experts.{e}.w2.weight"}),
+    "vit": ("encoder.layer", {
+        "q": "attention.attention.query.weight", "k": "attention.attention.key.weight",
+        "v": "attention.attention.value.weight", "o": "attention.output.dense.weight",
+        "f_in": "intermediate.dense.weight", "f_out": "output.dense.weight"}),
 }
+#: Families with a gated feed-forward ``down(φ(x G) ⊙ x U)`` (``M_in = [G | U]``).
+_GATED = frozenset({"llama", "gemma", "phi3", "mixtral"})
+#: Families whose configs may declare grouped-query attention (``num_key_value_heads``).
+_GQA = frozenset({"llama", "gemma", "phi3", "mixtral"})
+#: Families storing the query, key and value projections as one tensor (split by ``_read_attention``).
+_FUSED_QKV = frozenset({"gpt2", "phi3", "gpt_neox"})
 
 
 @dataclass(frozen=True)
 class ArchitectureSpec:
-    """What the extraction needs to know about a model (read from ``config.json`` and the tensor names)."""
+    """What the extraction needs to know about a model (read from ``config.json`` and the tensor names).
+
+    ``family`` is the tensor layout (one per row of the module docstring's list; the ``model_type``
+    values of :data:`SUPPORTED_MODEL_TYPES` map onto them); ``n_experts`` is the number of
+    feed-forward experts per layer of a mixture-of-experts model (Mixtral), 0 for a dense one.
+    """
 
     family: str
     model_type: str
@@ -854,31 +890,49 @@ class ArchitectureSpec:
     activation: str
     prefix: str
     gated_ffn: bool = False
+    n_experts: int = 0
 
     @property
     def group_size(self) -> int:
         """Query heads per key/value head (1 without grouped-query attention)."""
         return self.n_heads // self.n_kv_heads
 
+    @property
+    def experts(self) -> tuple:
+        """The experts of every layer's feed-forward: ``(0, …, E − 1)``, or ``(None,)`` for a dense one."""
+        return tuple(range(self.n_experts)) if self.n_experts else (None,)
+
     def kv_group(self, h: int) -> int:
         """Key/value group read by query head ``h`` (Hugging Face ``repeat_kv`` order)."""
         return h // self.group_size
 
     def tensor_names(self, layer: int) -> dict:
-        """``{role: full tensor name}`` for ``layer``."""
+        """``{role: full tensor name}`` for ``layer``; an expert's roles are ``"gate.e"``, ``"up.e"``, ``"down.e"``."""
         stack, roles = _ROLES[self.family]
-        return {r: f"{self.prefix}{stack}.{layer}.{s}" for r, s in roles.items()}
+        block = f"{self.prefix}{stack}.{layer}."
+        names = {r: block + s for r, s in roles.items() if "{e}" not in s}
+        for e in range(self.n_experts):
+            names.update({f"{r}.{e}": block + s.format(e=e) for r, s in roles.items() if "{e}" in s})
+        return names
 
     def expected_shapes(self) -> dict:
-        """``{role: (rows, cols)}`` as stored in the checkpoint."""
+        """``{role: (rows, cols)}`` as stored in the checkpoint (the keys of :meth:`tensor_names`)."""
         N, H, Hk, d, F = self.hidden, self.n_heads, self.n_kv_heads, self.head_dim, self.d_ff
-        if self.family in ("bert", "distilbert"):
-            return {"q": (H * d, N), "k": (H * d, N), "v": (H * d, N), "o": (N, H * d),
-                    "f_in": (F, N), "f_out": (N, F)}
-        if self.family == "gpt2":
+        linear_ffn = {"f_in": (F, N), "f_out": (N, F)}
+        attention = {"q": (H * d, N), "k": (Hk * d, N), "v": (Hk * d, N), "o": (N, H * d)}
+        if self.family == "gpt2":  # Conv1D stores (in, out)
             return {"qkv": (N, 3 * N), "o": (N, N), "f_in": (N, F), "f_out": (F, N)}
-        return {"q": (H * d, N), "k": (Hk * d, N), "v": (Hk * d, N), "o": (N, H * d),
-                "gate": (F, N), "up": (F, N), "down": (N, F)}
+        if self.family == "gpt_neox":
+            return {"qkv": (3 * H * d, N), "o": (N, H * d), **linear_ffn}
+        if self.family == "phi3":
+            return {"qkv": ((H + 2 * Hk) * d, N), "o": (N, H * d), "gate_up": (2 * F, N), "down": (N, F)}
+        if self.family == "mixtral":
+            experts = {f"{r}.{e}": shape for e in range(self.n_experts)
+                       for r, shape in (("gate", (F, N)), ("up", (F, N)), ("down", (N, F)))}
+            return {**attention, **experts}
+        if self.gated_ffn:
+            return {**attention, "gate": (F, N), "up": (F, N), "down": (N, F)}
+        return {**attention, **linear_ffn}
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -966,18 +1020,13 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
     desc = source.description
     # absent keys take transformers' config defaults; a key present with a falsy value (0, "") is
     # validated, never replaced by the default (transformers tests ``is None``, not truth)
-    if family == "bert":
-        L = _cfg(cfg, "num_hidden_layers", what="number of layers")
-        N = _cfg(cfg, "hidden_size", what="hidden size")
-        H = _cfg(cfg, "num_attention_heads", what="number of heads")
-        F = _cfg(cfg, "intermediate_size", what="feed-forward width")
-        act, Hk, hd = _activation(cfg, "hidden_act", "gelu", desc), H, None
-    elif family == "distilbert":
+    hd, E = None, 0
+    if family == "distilbert":
         L = _cfg(cfg, "n_layers", "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "dim", "hidden_size", what="hidden size")
         H = _cfg(cfg, "n_heads", "num_attention_heads", what="number of heads")
         F = _cfg(cfg, "hidden_dim", "intermediate_size", what="feed-forward width")
-        act, Hk, hd = _activation(cfg, "activation", "gelu", desc), H, None
+        act = _activation(cfg, "activation", "gelu", desc)
     elif family == "gpt2":
         L = _cfg(cfg, "n_layer", "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "n_embd", "hidden_size", what="hidden size")
@@ -986,16 +1035,23 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
         F = cfg.get("n_inner")
         if F is None:
             F = 4 * _positive_int(N, "hidden size")
-        act, Hk, hd = _activation(cfg, "activation_function", "gelu_new", desc), H, None
+        act = _activation(cfg, "activation_function", "gelu_new", desc)
     else:
         L = _cfg(cfg, "num_hidden_layers", what="number of layers")
         N = _cfg(cfg, "hidden_size", what="hidden size")
         H = _cfg(cfg, "num_attention_heads", what="number of heads")
-        F = _cfg(cfg, "intermediate_size", what="feed-forward width")
+        F = _cfg(cfg, "ffn_dim" if family == "opt" else "intermediate_size", what="feed-forward width")
+        act = _family_activation(cfg, family, str(model_type), desc)
+    Hk = H
+    if family in _GQA:
         Hk = cfg.get("num_key_value_heads")
         Hk = H if Hk is None else Hk
         hd = cfg.get("head_dim")
-        act = _activation(cfg, "hidden_act", "silu", desc)
+        if hd is None and family == "gemma":
+            hd = 256  # GemmaConfig / Gemma2Config default: Gemma's head_dim is not hidden_size / heads
+    if family == "mixtral":
+        E = cfg.get("num_local_experts")
+        E = _positive_int(8 if E is None else E, "number of experts (num_local_experts)")
     L, N, H, Hk, F = (_positive_int(v, n) for v, n in
                       ((L, "number of layers"), (N, "hidden size"), (H, "number of heads"),
                        (Hk, "number of key/value heads"), (F, "feed-forward width")))
@@ -1013,7 +1069,7 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
     spec = ArchitectureSpec(family=family, model_type=str(model_type), n_layers=L, hidden=N, n_heads=H,
                             n_kv_heads=Hk, head_dim=hd, d_ff=F, activation=act,
                             prefix=_stack_prefix(source, stack, first, model_type, prefix),
-                            gated_ffn=(family == "llama"))
+                            gated_ffn=family in _GATED, n_experts=E)
     extra = f"{spec.prefix}{stack}.{L}.{first}"
     if extra in source and not allow_extra_layers:
         n_found = L
@@ -1024,15 +1080,53 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
                               "the first K layers on purpose")
     shapes = spec.expected_shapes()
     for layer in range(L):
+        block = f"{spec.prefix}{stack}.{layer}."
         for role, name in spec.tensor_names(layer).items():
             if name not in source:
-                raise CheckpointError(f"{source.description}: layer {layer} has no {roles[role]!r} tensor "
+                raise CheckpointError(f"{source.description}: layer {layer} has no {name[len(block):]!r} tensor "
                                       f"(looked for {name!r}); the checkpoint is incomplete")
             got = tuple(source.shape(name))
             if got != shapes[role]:
                 raise CheckpointError(f"{source.description}: tensor {name!r} has shape {got}, expected "
-                                      f"{shapes[role]} from config.json")
+                                      f"{shapes[role]} from config.json{_shape_hint(spec, role)}")
+    if E:
+        n_found = E
+        while f"{spec.prefix}{stack}.0.{roles['gate'].format(e=n_found)}" in source:
+            n_found += 1
+        if n_found > E:
+            raise CheckpointError(f"{source.description}: config.json says {E} experts per layer "
+                                  f"(num_local_experts) but layer 0 holds at least {n_found}; fix config.json")
     return spec
+
+
+def _family_activation(cfg: dict, family: str, model_type: str, description: str) -> str:
+    """The feed-forward activation of a ``family`` as its transformers class reads it from ``cfg``."""
+    if model_type == "gemma2":  # Gemma2MLP: ACT2FN[config.hidden_activation]
+        return _activation(cfg, "hidden_activation", "gelu_pytorch_tanh", description)
+    if family == "gemma":
+        # GemmaConfig rewrites the legacy "gelu" of the official releases to the tanh approximation
+        # it was meant to be (the same L_φ either way)
+        act = _activation(cfg, "hidden_act", "gelu_pytorch_tanh", description)
+        return "gelu_pytorch_tanh" if act == "gelu" else act
+    if family == "opt":
+        return _activation(cfg, "activation_function", "relu", description)
+    default = "silu" if family in _GATED else "gelu"
+    return _activation(cfg, "hidden_act", default, description)
+
+
+def _shape_hint(spec: ArchitectureSpec, role: str) -> str:
+    """What the expected shape of a fused tensor is made of (``""`` for the others)."""
+    H, Hk, d, F = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_ff
+    if role == "qkv" and spec.family == "phi3":
+        return (f" (rows [q | k | v] = ({H} + 2·{Hk} key/value heads) × head_dim {d}; check num_attention_heads, "
+                "num_key_value_heads and head_dim)")
+    if role == "qkv" and spec.family == "gpt_neox":
+        return f" (rows: {H} heads × [q | k | v] × head_dim {d}; check num_attention_heads)"
+    if role == "gate_up":
+        return f" (rows [gate | up] = 2 × intermediate_size {F})"
+    if role in ("q", "k", "v", "o") and spec.family in _GQA:
+        return f" ({H} query heads, {Hk} key/value heads, head_dim {d}; check num_key_value_heads and head_dim)"
+    return ""
 
 
 def random_bert_state_dict(n_layers: int = 2, hidden: int = 8, n_heads: int = 2, d_ff: int = 16, *,
@@ -1113,21 +1207,32 @@ def layer_parts(spec: "ArchitectureSpec", layer: int) -> tuple:
     """The work units of ``layer``, in the order :func:`bounds_lib.spectra.layer_spectra` lists their results.
 
     Each unit is read (:func:`iter_layers` with ``parts=``) and decomposed on its own, so a worker
-    holds only the tensors of the unit it factors. Today every layout has the three parts of
-    :data:`LAYER_PARTS`.
+    holds only the tensors of the unit it factors. A dense layer has the three parts of
+    :data:`LAYER_PARTS`; a mixture-of-experts layer (Mixtral) has ``"attention"`` and then every
+    expert's ``("M_in", e)`` and ``("M_out", e)``, expert by expert.
     """
     if not 0 <= layer < spec.n_layers:
         raise ValueError(f"layer {layer} out of range 0..{spec.n_layers - 1}")
+    if spec.n_experts:
+        return ("attention",) + tuple((kind, e) for e in range(spec.n_experts) for kind in ("M_in", "M_out"))
     return LAYER_PARTS
+
+
+def part_expert(part) -> int | None:
+    """The expert a part belongs to (``("M_in", 3)`` → 3), ``None`` for the attention and a dense part."""
+    return part[1] if isinstance(part, tuple) and len(part) > 1 else None
 
 
 def part_roles(spec: "ArchitectureSpec", part) -> tuple:
     """The roles (keys of :meth:`ArchitectureSpec.tensor_names`) of the stored tensors a part reads."""
     kind = part_kind(part)
     if kind == "attention":
-        return ("qkv", "o") if spec.family == "gpt2" else ("q", "k", "v", "o")
+        return ("qkv", "o") if spec.family in _FUSED_QKV else ("q", "k", "v", "o")
+    if spec.n_experts:
+        e = part_expert(part)
+        return (f"gate.{e}", f"up.{e}") if kind == "M_in" else (f"down.{e}",)
     if kind == "M_in":
-        return ("gate", "up") if spec.gated_ffn else ("f_in",)
+        return ("gate_up",) if spec.family == "phi3" else ("gate", "up") if spec.gated_ffn else ("f_in",)
     return ("down",) if spec.gated_ffn else ("f_out",)
 
 
@@ -1145,7 +1250,9 @@ class LayerWeights:
     gated feed-forward), ``M_out`` (d_ff×N). For ``nn.Linear`` layouts these are transposed *views* of
     the stored ``(out, in)`` arrays, so ``Wq[:, hs] @ Wk[:, hs].T`` is literally the released
     ``q[hs,:]ᵀ k[hs,:]``. ``parts`` lists the parts read (:func:`layer_parts`); the fields of a part
-    not read are ``None``.
+    not read are ``None``. A mixture-of-experts layer keeps ``M_in``/``M_out`` ``None`` and holds every
+    expert's matrices in ``expert_matrices`` (``{("M_in", e): N×2d_ff, ("M_out", e): d_ff×N}``), read
+    through :meth:`matrix`.
     """
 
     layer: int
@@ -1158,25 +1265,31 @@ class LayerWeights:
     M_out: np.ndarray | None
     names: dict = field(default_factory=dict, compare=False)
     parts: tuple = field(default=None, compare=False)
+    expert_matrices: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if self.parts is None:  # built by hand with arrays: the parts whose fields are present
             present = {"attention": self.Wq is not None, "M_in": self.M_in is not None,
                        "M_out": self.M_out is not None}
-            object.__setattr__(self, "parts", tuple(p for p in LAYER_PARTS if present[p]))
+            object.__setattr__(self, "parts", tuple(p for p in LAYER_PARTS if present[p])
+                               + tuple(p for p in layer_parts(self.spec, self.layer) if p in self.expert_matrices))
 
     @property
     def dtype(self) -> np.dtype:
         """The dtype of the arrays held (that of the first part read)."""
-        for W in (self.Wq, self.M_in, self.M_out):
+        for W in (self.Wq, self.M_in, self.M_out, *self.expert_matrices.values()):
             if W is not None:
                 return W.dtype
         raise ValueError(f"layer {self.layer}: no weights were read")
 
     def matrix(self, part) -> np.ndarray:
-        """The dense feed-forward matrix of a part (``M_in`` or ``M_out``); ``ValueError`` if it was not read."""
+        """The dense feed-forward matrix of a part (``M_in``, ``M_out``, or an expert's ``("M_in", e)``…);
+        ``ValueError`` if it was not read."""
         kind = part_kind(part)
-        W = self.M_in if kind == "M_in" else self.M_out if kind == "M_out" else None
+        if part_expert(part) is not None:
+            W = self.expert_matrices.get((kind, part_expert(part)))
+        else:
+            W = self.M_in if kind == "M_in" else self.M_out if kind == "M_out" else None
         if W is None:
             raise ValueError(f"layer {self.layer}: part {part!r} is not a dense matrix that was read")
         return W
@@ -1246,27 +1359,62 @@ def _read_layer(source: TensorSource, spec: ArchitectureSpec, layer: int, dtype,
         raise ValueError(f"layer {layer}: parts must be a non-empty selection of {known}, got {tuple(parts)!r}")
     parts = tuple(p for p in known if p in parts)
     names = spec.tensor_names(layer)
-    N = spec.hidden
     Wq = Wk = Wv = Wo = M_in = M_out = None
-    if "attention" in parts:
-        if spec.family == "gpt2":  # Conv1D: (in, out); c_attn columns [Q | K | V]
-            qkv = source.read(names["qkv"], dtype)
-            Wq, Wk, Wv = qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:]
-            Wo = source.read(names["o"], dtype)
+    experts = {}
+    for part in parts:
+        if part == "attention":
+            Wq, Wk, Wv, Wo = _read_attention(source, spec, names, dtype)
+            continue
+        W = _read_ffn(source, spec, [names[r] for r in part_roles(spec, part)], dtype)
+        if part_expert(part) is not None:
+            experts[part] = W
+        elif part == "M_in":
+            M_in = W
         else:
-            Wq, Wk, Wv, Wo = (source.read(names[r], dtype).T for r in ("q", "k", "v", "o"))
-    if "M_in" in parts:
-        if spec.gated_ffn:
-            # M_in = [Gᵀ | Uᵀ] filled one half at a time: gate and up are never held next to it
-            F = spec.d_ff
-            M_in = np.empty((N, 2 * F), dtype=dtype)
-            for j, role in enumerate(("gate", "up")):
-                M_in[:, j * F:(j + 1) * F] = source.read(names[role], dtype).T
-        else:
-            M_in = source.read(names["f_in"], dtype)
-            M_in = M_in if spec.family == "gpt2" else M_in.T
-    if "M_out" in parts:
-        M_out = source.read(names["down" if spec.gated_ffn else "f_out"], dtype)
-        M_out = M_out if spec.family == "gpt2" else M_out.T
+            M_out = W
     read = {role: names[role] for p in parts for role in part_roles(spec, p)}
-    return LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, read, parts)
+    return LayerWeights(layer, spec, Wq, Wk, Wv, Wo, M_in, M_out, read, parts, experts)
+
+
+def _read_attention(source: TensorSource, spec: ArchitectureSpec, names: dict, dtype) -> tuple:
+    """``(Wq, Wk, Wv, Wo)`` in the row-vector convention, head-major columns, from the stored tensors.
+
+    * GPT-2 ``c_attn`` (Conv1D, ``(in, out)``): columns ``[Q | K | V]``.
+    * Phi-3 ``qkv_proj`` (``nn.Linear``, ``(out, in)``): rows ``[Q (H·d_h) | K (H_kv·d_h) | V (H_kv·d_h)]``,
+      as ``Phi3Attention`` slices its output.
+    * GPT-NeoX ``query_key_value``: rows interleaved per head, ``[q_0 k_0 v_0 | q_1 k_1 v_1 | …]`` (each
+      d_h rows) — ``GPTNeoXAttention`` views its output as ``(…, H, 3·d_h)`` and chunks the last axis in
+      three — so head ``h``'s query rows are ``3·h·d_h … 3·h·d_h + d_h``.
+    * Separate projections (``nn.Linear``): the transposed views of ``q``, ``k``, ``v``, ``o``.
+    """
+    N, H, Hk, d = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim
+    if spec.family == "gpt2":
+        qkv = source.read(names["qkv"], dtype)
+        return qkv[:, :N], qkv[:, N:2 * N], qkv[:, 2 * N:], source.read(names["o"], dtype)
+    if spec.family == "phi3":
+        qkv = source.read(names["qkv"], dtype)
+        q_end, k_end = H * d, (H + Hk) * d
+        return qkv[:q_end].T, qkv[q_end:k_end].T, qkv[k_end:].T, source.read(names["o"], dtype).T
+    if spec.family == "gpt_neox":
+        per_head = source.read(names["qkv"], dtype).reshape(H, 3, d, -1)  # (head, q/k/v, row, in)
+        Wq, Wk, Wv = (np.ascontiguousarray(per_head[:, j].reshape(H * d, -1).T) for j in range(3))
+        del per_head
+        return Wq, Wk, Wv, source.read(names["o"], dtype).T
+    return tuple(source.read(names[r], dtype).T for r in ("q", "k", "v", "o"))
+
+
+def _read_ffn(source: TensorSource, spec: ArchitectureSpec, tensor_names: list, dtype) -> np.ndarray:
+    """``M_in`` (N×d_ff, or ``[G | U]`` N×2d_ff when gated) or ``M_out`` (d_ff×N) from its stored tensors.
+
+    A gated ``M_in`` stored as two tensors (gate, up) is filled one half at a time, so they are never
+    held next to it; Phi-3's fused ``gate_up_proj`` has rows ``[gate | up]`` (``Phi3MLP`` chunks its
+    output in two), so its transpose is ``[G | U]`` already. GPT-2's Conv1D stores ``(in, out)``.
+    """
+    if len(tensor_names) == 2:  # gate and up, separately
+        N, F = spec.hidden, spec.d_ff
+        M_in = np.empty((N, 2 * F), dtype=dtype)
+        for j, name in enumerate(tensor_names):
+            M_in[:, j * F:(j + 1) * F] = source.read(name, dtype).T
+        return M_in
+    W = source.read(tensor_names[0], dtype)
+    return W if spec.family == "gpt2" else W.T

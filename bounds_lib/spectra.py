@@ -38,6 +38,7 @@ from .checkpoints import (
     detect_architecture,
     iter_layers,
     open_checkpoint,
+    part_expert,
     part_kind,
 )
 from .norms import RANK_RTOL, _pow2_scaled, numerical_rank
@@ -72,7 +73,9 @@ class MatrixSpectrum(_OldKindName):
     """All singular values of one matrix (descending, ``min(rows, cols)`` of them) and two norms.
 
     ``matrix_type`` is one of :data:`bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`; ``head`` is ``-1`` for
-    ``M_in`` / ``M_out``. Derived quantities are properties so that they always agree with ``sigma``.
+    ``M_in`` / ``M_out``; ``expert`` is the feed-forward expert of a mixture-of-experts layer whose
+    ``M_in`` / ``M_out`` this is (Mixtral), ``None`` for every other matrix. Derived quantities are
+    properties so that they always agree with ``sigma``.
     """
 
     layer: int
@@ -82,6 +85,7 @@ class MatrixSpectrum(_OldKindName):
     sigma: np.ndarray
     norm_21: float
     norm_11: float
+    expert: int | None = None
 
     def __post_init__(self):
         # spectra are shared (SpectraCache, prefixes, rescoring): hand them out read-only
@@ -120,8 +124,9 @@ class MatrixSpectrum(_OldKindName):
         return replace(self, sigma=self.sigma * s, norm_21=self.norm_21 * s, norm_11=self.norm_11 * s)
 
     def label(self) -> str:
-        """``"L3.QK.h5"`` (layer, matrix type, head) or ``"L3.M_in"``."""
-        return f"L{self.layer}.{self.matrix_type}" + (f".h{self.head}" if self.head >= 0 else "")
+        """``"L3.QK.h5"`` (layer, matrix type, head), ``"L3.M_in"``, or ``"L3.M_in.e2"`` (expert 2)."""
+        return (f"L{self.layer}.{self.matrix_type}" + (f".h{self.head}" if self.head >= 0 else "")
+                + (f".e{self.expert}" if self.expert is not None else ""))
 
 
 def select_matrices(matrices, matrix_type=None, layer=None) -> list:
@@ -401,7 +406,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
         W = lw.matrix(part)
         s, n21, n11 = cached(matrix_type, (W,), lambda: _dense_spectrum(W), by_mode=False)
         _check_finite([(s, n21, n11)], lw, matrix_type, dt)
-        out.append(MatrixSpectrum(lw.layer, -1, matrix_type, tuple(W.shape), s, n21, n11))
+        out.append(MatrixSpectrum(lw.layer, -1, matrix_type, tuple(W.shape), s, n21, n11, part_expert(part)))
         if on_step:
             on_step(matrix_type)
 
@@ -504,7 +509,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                                 int, min_val=1, max_val=arch.n_layers)
         arch = replace(arch, n_layers=n_layers)
     jobs = jobs or (os.cpu_count() or 1)
-    total = 4 * arch.n_layers
+    total = arch.n_layers * (2 + 2 * len(arch.experts))
     done = [0]
     lock = threading.Lock()
 

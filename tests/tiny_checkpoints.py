@@ -1,6 +1,7 @@
-"""The one writer of tiny BERT checkpoints for the tests (exposed as the ``tiny_bert_dir`` fixture).
+"""The one writer of tiny checkpoints for the tests: BERT (the ``tiny_bert_dir`` fixture) and every other
+layout :mod:`bounds_lib.checkpoints` reads (:func:`write_tiny_model`).
 
-Two ways to fill the folder, both BERT-layout safetensors with a ``config.json``:
+Two ways to fill a BERT folder, both BERT-layout safetensors with a ``config.json``:
 
 * a real, randomly initialised ``transformers.BertModel`` saved with ``save_pretrained`` (the
   default; seeded, optional ``init_std``, torch ``dtype`` and ``max_shard_size``), or
@@ -11,6 +12,11 @@ Two ways to fill the folder, both BERT-layout safetensors with a ``config.json``
 
 ``config`` entries passed as keyword arguments are merged into ``config.json`` after writing (a
 test of a bad config writes a valid checkpoint, then a wrong value).
+
+:func:`write_tiny_model` does the same for the other architectures (:data:`TINY_MODELS`: LLaMA, Gemma,
+Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT): transformers' own config and model classes, random
+initialisation under a seed, ``save_pretrained`` — so the tensor names, shapes and fused layouts
+are those transformers writes, not ours.
 """
 from __future__ import annotations
 
@@ -108,3 +114,73 @@ def synthetic_spectra(L: int = 3, H: int = 2, N: int = 8, d: int = 4, sigma1: fl
             s = np.full(N, sigma1) * np.linspace(1, 0.1, N)
             mats.append(MatrixSpectrum(l, -1, matrix_type, shape, s, 5.0 * sigma1, 20.0 * sigma1))
     return ModelSpectra(arch, "clean", "float64", tuple(mats), "synthetic")
+
+
+#: Tiny configurations of transformers' own classes, one per architecture the cross-checks cover:
+#: ``name -> (config class, model class, config keywords)``. Sizes are chosen so that every layout
+#: rule is exercised: grouped-query attention (4 query heads on 2 key/value heads) wherever the family
+#: has it, a ``head_dim`` that is not ``hidden / heads`` (Gemma), OPT's ``word_embed_proj_dim``
+#: projections outside the blocks, three Mixtral experts, a ViT with a classification head (the
+#: ``vit.`` prefix).
+TINY_MODELS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM",
+              dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM",
+              dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=8)),
+    # query_pre_attn_scalar = head_dim: Gemma 2's logit scale is then 1/√d_h like everyone's
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
+               dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",
+             dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
+                 dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4)),
+    "opt": ("OPTConfig", "OPTForCausalLM",
+            dict(hidden_size=16, ffn_dim=24, num_hidden_layers=2, num_attention_heads=4, word_embed_proj_dim=8)),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, num_local_experts=3, num_experts_per_tok=2)),
+    "vit": ("ViTConfig", "ViTForImageClassification",
+            dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, image_size=8,
+                 patch_size=4, num_labels=2)),
+}
+
+
+def tiny_model(name: str, *, seed: int = 0, init_std: float = 0.2, **config):
+    """A randomly initialised transformers model of :data:`TINY_MODELS` (eval mode, float32).
+
+    Every floating-point parameter is redrawn ``N(0, init_std²)`` under ``torch.manual_seed(seed)``
+    (transformers' initialisation leaves biases and norm weights at 0 or 1 and its weights at std
+    0.02; a layout error is plainer on weights of order one). ``**config`` overrides the sizes.
+    """
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    cfg_name, model_name, sizes = TINY_MODELS[name]
+    text = {} if name == "vit" else dict(vocab_size=30, max_position_embeddings=16, pad_token_id=0,
+                                         bos_token_id=1, eos_token_id=2)
+    cfg = getattr(transformers, cfg_name)(**{**text, **sizes, **config})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = getattr(transformers, model_name)(cfg)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.is_floating_point():
+                    p.normal_(0.0, init_std)
+    return model.eval()
+
+
+def write_tiny_model(path: Path, name: str, *, seed: int = 0, init_std: float = 0.2, dtype: str = "float32",
+                     max_shard_size: str | None = None, **config):
+    """Write :func:`tiny_model` ``name`` into ``path`` with ``save_pretrained`` (safetensors); return
+    ``(path, model)`` — the model as saved (torch ``dtype``), for cross-checks against its own forward."""
+    torch = pytest.importorskip("torch")
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model = tiny_model(name, seed=seed, init_std=init_std, **config).to(getattr(torch, dtype))
+    model.save_pretrained(path, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    return path, model
