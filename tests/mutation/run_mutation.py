@@ -38,6 +38,7 @@ TESTS = {
     "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_scoring_single_head.py",
                 "tests/test_proxies.py", "tests/test_named_mutants.py"],
     "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
+    "devices": ["tests/test_devices.py"],
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
     "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_bad_inputs.py",
                     "tests/test_bad_inputs_round2.py"],
