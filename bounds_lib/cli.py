@@ -370,7 +370,12 @@ def run_metadata(args, extra=None) -> dict:
         "logit_scale": args.logit_scale,
         "entrywise_11_norms_of_heads": args.entrywise,
         "jobs": args.jobs or (os.cpu_count() or 1),
+        "device": args.device or "cpu",
     }
+    parallel = getattr(args, "parallel", None)
+    if parallel:  # how the work was spread: backend, workers and why (memory, cores), resumed units
+        meta["parallel"] = ({"backend": parallel.get("backend")} if getattr(args, "reproducible", False)
+                            else parallel)
     if not getattr(args, "reproducible", False):
         meta["time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     meta.update(extra or {})
@@ -490,8 +495,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="BLAS threads (default 1: the matrices are small, and threaded BLAS on a busy "
                              "machine can be many times slower; 0 leaves the BLAS default)")
         sp.add_argument("--jobs", type=int, default=0,
-                        help="layers decomposed concurrently, one BLAS thread each (default 0: one per CPU "
-                             "core; results are identical for every value)")
+                        help="worker processes, each decomposing one part of a layer at a time with --threads "
+                             "BLAS threads (default 0: one per CPU core, fewer if memory allows fewer; 1: in "
+                             "this process; results are identical for every value)")
+        sp.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="dispatch the parts of the layers through this Dask distributed scheduler (extra "
+                             "'grid'); the model folder must be at the same path on every worker")
+        sp.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="give up when the scheduler does not answer within this many seconds (default 10)")
+        sp.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                        help="store every finished part in DIR at once and reuse the parts found there (same "
+                             "checkpoint, mode, dtype, device): an interrupted run resumes where it stopped")
+        sp.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
+                        help="where the dense SVDs run: cpu (NumPy/LAPACK, the default), cuda (torch on the GPU, "
+                             "float64 unless --dtype float32), auto (cuda when torch sees one, else cpu)")
         ew = sp.add_mutually_exclusive_group()
         ew.add_argument("--entrywise", dest="entrywise", action="store_true", default=False,
                         help="also compute the (1,1) norms of the head products and the (1,1) extension of "
@@ -601,6 +618,19 @@ def _check_outputs(args):
         raise _UserError(f"--threads must be >= 0, got {args.threads}")
     if args.jobs < 0:
         raise _UserError(f"--jobs must be >= 0, got {args.jobs}")
+    if not (math.isfinite(args.scheduler_timeout) and args.scheduler_timeout > 0):
+        raise _UserError(f"--scheduler-timeout must be a positive number of seconds, got {args.scheduler_timeout:g}")
+    if args.resume is not None:
+        if args.resume.exists() and not args.resume.is_dir():
+            raise _UserError(f"--resume {args.resume}: exists and is not a folder")
+        _writable_folder(args.resume, f"--resume {args.resume}")
+    if args.device is not None and args.scheduler is None:
+        from .devices import resolve_device
+
+        try:
+            resolve_device(args.device)
+        except (RuntimeError, ValueError) as exc:
+            raise _UserError(str(exc)) from None
     from .checkpoints import MAX_DOWNLOAD_TIMEOUT_S
 
     if not (math.isfinite(args.download_timeout) and 0 < args.download_timeout <= MAX_DOWNLOAD_TIMEOUT_S):
@@ -675,13 +705,16 @@ def _analyze_one(model, args, label=None):
     try:
         sp = compute_spectra(model, mode=args.mode, dtype=args.dtype, n_layers=args.layers, progress=bar,
                              entrywise=args.entrywise, allow_download=True if args.allow_download else None,
-                             jobs=args.jobs, download_timeout=args.download_timeout, prefix=args.prefix)
+                             jobs=args.jobs, download_timeout=args.download_timeout, prefix=args.prefix,
+                             scheduler=args.scheduler, scheduler_timeout=args.scheduler_timeout,
+                             resume=args.resume, device=args.device)
     finally:
         close_bar()
     t1 = time.perf_counter()
     opts = ScoringOptions(logit_scale=args.logit_scale, gamma_L_phi=args.gamma_lphi)
     rep = score(sp, opts)
     rep.meta.update({"seconds_spectra": t1 - t0, "seconds_score": time.perf_counter() - t1})
+    args.parallel = sp.meta.get("parallel", {})
     return sp, rep, opts
 
 
@@ -872,7 +905,9 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        if not isinstance(exc, (_UserError, ValueError, TypeError, OSError)):
+        from .parallel import ClusterError
+
+        if not isinstance(exc, (_UserError, ValueError, TypeError, OSError, ClusterError)):
             msg = f"{type(exc).__name__}: {msg}"
         sys.stderr.write("\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
         print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)

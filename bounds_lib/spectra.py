@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import threading
 import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -36,7 +33,6 @@ from .checkpoints import (
     ArchitectureSpec,
     LayerWeights,
     detect_architecture,
-    iter_layers,
     open_checkpoint,
     part_expert,
     part_kind,
@@ -426,11 +422,14 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                     cache: SpectraCache | None = None, entrywise: bool = True, progress=None,
                     allow_download: bool | None = None, config=None, jobs: int = 1,
                     download_timeout: float | None = None, layers: int | None = None,
-                    prefix: str | None = None) -> ModelSpectra:
+                    prefix: str | None = None, scheduler=None, resume=None, device=None,
+                    scheduler_timeout: float | None = None) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (Chapter 6; see the module docstring).
 
-    The whole model is validated (layout, shapes) before any SVD; weights are read one layer at a
-    time. Weights of extreme magnitude are scaled by powers of two before any product (exact).
+    The whole model is validated (layout, shapes) before any SVD; then each part of a layer
+    (:func:`bounds_lib.checkpoints.layer_parts`) is read, decomposed and released in turn, here, in
+    worker processes or on a Dask cluster (:mod:`bounds_lib.parallel`). Weights of extreme magnitude
+    are scaled by powers of two before any product (exact).
 
     Parameters
     ----------
@@ -448,14 +447,27 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     entrywise : bool
         Also compute the (1,1) norms of the head products (explicit N×N products); ``NaN`` otherwise.
     progress : callable, optional
-        ``progress(done, total)`` after each of the four matrix groups of every layer.
+        ``progress(done, total)`` after each matrix group (``QK``, ``V``, ``M_in``, ``M_out``) of every layer.
     allow_download, config, download_timeout
         Passed to :func:`bounds_lib.checkpoints.open_checkpoint` (downloads are off by default; the
         timeout is in seconds).
     jobs : int
-        Layers decomposed in worker threads while the next layer is read (``0``: one per CPU core); at
-        most ``jobs + 1`` layers are in memory at once, and the result is identical for every value.
-        The gain is the overlap of reading, products and norms with the SVDs (``benchmarks/``).
+        Workers (``0``: one per CPU core; default 1: in this process). For a checkpoint on disk they
+        are processes that each reopen it and read only their unit's tensors; for weights in memory,
+        or with ``cache``, threads. Their number is also limited by memory
+        (:func:`bounds_lib.parallel.choose_workers`; ``meta["parallel"]`` says how it was chosen).
+        The result is identical for every value.
+    scheduler : str or distributed.Client, optional
+        Dispatch the units through Dask distributed (``"tcp://host:port"``); the weight files must be
+        at the same path on every worker. ``jobs`` is then unused.
+    resume : str or path, optional
+        A folder where every finished unit is stored at once; units found there (same checkpoint,
+        layer, part, mode, dtype, ``entrywise``, device) are loaded instead of computed.
+    device : str, optional
+        Where the dense SVDs run (:func:`bounds_lib.devices.resolve_device`: ``"cpu"``, ``"cuda"``,
+        ``"auto"``; default: NumPy on the CPU), in every unit, here and in every worker.
+    scheduler_timeout : float, optional
+        Seconds to wait for the scheduler (default :data:`bounds_lib.parallel.SCHEDULER_TIMEOUT_S`).
     layers : int, optional
         Old name of ``n_layers`` (kept for existing callers).
     prefix : str, optional
@@ -476,6 +488,9 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         values beyond the float64 range (instead of returning ``inf`` or ``NaN``).
     bounds_lib.checkpoints.CheckpointError
         The model cannot be read (see :func:`bounds_lib.checkpoints.open_checkpoint`).
+    bounds_lib.parallel.ClusterError
+        ``scheduler`` is given but Dask distributed is not installed, the scheduler does not answer
+        within ``scheduler_timeout``, or a worker cannot open the checkpoint's files.
 
     Examples
     --------
@@ -500,7 +515,11 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         n_layers, n_layers_name = layers, "layers"
     else:
         n_layers_name = "n_layers"
-    jobs = check_scalar(jobs, "jobs (worker threads; 0: one per CPU core)", int, min_val=0)
+    jobs = check_scalar(jobs, "jobs (workers; 0: one per CPU core)", int, min_val=0)
+    if device is not None and scheduler is None:  # fail before reading anything (cuda missing, a typo)
+        from .devices import resolve_device as _resolve
+
+        _resolve(device)
     t0 = time.perf_counter()
     source = open_checkpoint(model, config=config, allow_download=allow_download, download_timeout=download_timeout)
     arch = detect_architecture(source, allow_extra_layers=n_layers is not None, prefix=prefix)
@@ -508,8 +527,9 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         n_layers = check_scalar(n_layers, f"{n_layers_name} (a prefix length; the model has {arch.n_layers} layers)",
                                 int, min_val=1, max_val=arch.n_layers)
         arch = replace(arch, n_layers=n_layers)
-    jobs = jobs or (os.cpu_count() or 1)
-    total = arch.n_layers * (2 + 2 * len(arch.experts))
+    from .parallel import SCHEDULER_TIMEOUT_S, run_units, unit_steps, work_units
+
+    total = sum(len(unit_steps(part)) for _, part in work_units(arch))
     done = [0]
     lock = threading.Lock()
 
@@ -520,22 +540,11 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                 progress(done[0], total)
 
     t_open = time.perf_counter() - t0
-    mats = []
-    layer_iter = iter_layers(source, arch, dtype=dtype)
-    if jobs == 1:
-        for lw in layer_iter:
-            mats.extend(layer_spectra(lw, mode, cache=cache, entrywise=entrywise, on_step=step))
-            del lw  # the next layer is read into this layer's memory, not next to it
-    else:  # read layer k+1.. while workers decompose earlier layers; collect in layer order
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            pending = deque()
-            for lw in layer_iter:
-                pending.append(pool.submit(layer_spectra, lw, mode, cache=cache, entrywise=entrywise,
-                                           on_step=step))
-                while len(pending) >= jobs:  # ≤ jobs layers in flight, plus the one being read next
-                    mats.extend(pending.popleft().result())
-            while pending:
-                mats.extend(pending.popleft().result())
-    meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.storage}
+    mats, parallel = run_units(source, arch, mode=mode, dtype=dtype, entrywise=entrywise, jobs=jobs, cache=cache,
+                               scheduler=scheduler, resume=resume, device=device, on_step=step,
+                               scheduler_timeout=SCHEDULER_TIMEOUT_S if scheduler_timeout is None
+                               else scheduler_timeout)
+    meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.storage,
+            "parallel": parallel}
     return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)
 

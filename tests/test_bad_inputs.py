@@ -592,7 +592,7 @@ def test_api_state_dict_needs_config_regression():
     ({"dtype": "float16"}, "dtype must be float64 or float32"),
     ({"n_layers": 0}, r"^n_layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1$"),
     ({"layers": 0}, r"layers \(a prefix length; the model has 2 layers\) == 0, must be >= 1"),  # the old name
-    ({"jobs": -1}, r"jobs \(worker threads; 0: one per CPU core\) == -1, must be >= 0"),
+    ({"jobs": -1}, r"jobs \(workers; 0: one per CPU core\) == -1, must be >= 0"),
     ({"download_timeout": -1, "model": "org/never-cached"}, "download_timeout must be a positive"),
 ])
 def test_api_bad_options(kw, fragment, tmp_path, monkeypatch):

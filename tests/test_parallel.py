@@ -152,3 +152,245 @@ def test_bad_parts_are_refused(tmp_path):
         layer_parts(spec, spec.n_layers)
     lw = next(iter_layers(src, spec, parts=("M_out", "attention")))  # any order: read in the layer's order
     assert lw.parts == ("attention", "M_out") and lw.M_in is None
+
+
+# --------------------------------------------------------------------------------------------
+# Worker processes, threads, Dask: the numbers of the in-process run, in its order
+# --------------------------------------------------------------------------------------------
+
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from bounds_lib import parallel as PAR  # noqa: E402
+from bounds_lib.spectra import compute_spectra  # noqa: E402
+
+
+def _same_model(a, b):
+    assert a.arch == b.arch and a.mode == b.mode and a.dtype == b.dtype
+    _same(list(a.matrices), list(b.matrices))
+
+
+@pytest.fixture
+def llama_dir(tmp_path):
+    return write_tiny(tmp_path / "llama", "llama", L=3, N=32, H=4, Hkv=2, F=48)
+
+
+def test_worker_processes_give_the_in_process_numbers(llama_dir):
+    with threadpool_limits(1, user_api="blas"):
+        here = compute_spectra(llama_dir)
+        pool = compute_spectra(llama_dir, jobs=2)
+    assert here.meta["parallel"]["backend"] == "in process"
+    p = pool.meta["parallel"]
+    assert p["backend"] == ("processes" if PAR._cores() > 1 else "in process") and p["workers"] == min(2, PAR._cores())
+    assert p["chosen"]["per_worker_estimate_MB"] > 0 and p["blas_threads_per_worker"] == 1
+    assert p["units"] == 9 and p["units_computed"] == 9
+    _same_model(here, pool)
+
+
+def test_weights_in_memory_use_threads_with_the_same_numbers():
+    tensors, config = _tiny_weights("gpt2", np.random.default_rng(3))
+    here = compute_spectra(tensors, config=config)
+    threads = compute_spectra(tensors, config=config, jobs=2)
+    assert threads.meta["parallel"]["backend"] == ("threads" if PAR._cores() > 1 else "in process")
+    _same_model(here, threads)
+
+
+def test_progress_counts_every_matrix_group_once(llama_dir):
+    seen = []
+    compute_spectra(llama_dir, jobs=2, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 12) for i in range(1, 13)]
+
+
+@pytest.mark.parametrize("jobs, units, per, avail, workers, limit", [
+    (8, 100, 1000, 3500, 3, ["memory"]),        # memory allows three
+    (2, 100, 1000, 10**9, 2, ["jobs asked"]),   # the jobs asked
+    (8, 1, 1000, 10**9, 1, ["units"]),          # one unit
+    (8, 100, 1000, 10, 1, ["memory"]),          # not even one fits: one anyway, and a note
+])
+def test_the_pool_size_is_the_smallest_limit(monkeypatch, jobs, units, per, avail, workers, limit):
+    monkeypatch.setattr(PAR, "_cores", lambda: 4)
+    k, why = PAR.choose_workers(jobs, units, per, available=avail)
+    assert (k, why["workers"], why["limited_by"]) == (workers, workers, limit)
+    assert ("note" in why) == (avail < per)
+    monkeypatch.setattr(PAR, "_cores", lambda: 2)
+    assert PAR.choose_workers(0, 100, 1, available=10**9)[0] == 2  # jobs=0: one per core
+
+
+def test_the_memory_estimate_of_a_dense_unit():
+    tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
+    spec = detect_architecture(open_checkpoint(tensors, config=config))
+    # M_in = [G|U] (16 x 80): the matrix, LAPACK's copy, a min(m,n)^2 workspace, in float64
+    assert PAR.unit_memory_estimate(spec, "M_in") == 8 * (2 * 16 * 80 + 16 ** 2)
+    assert PAR.unit_memory_estimate(spec, "M_out", "float32") == 4 * (2 * 16 * 40 + 16 ** 2)
+    assert PAR.unit_memory_estimate(spec, "attention", entrywise=True) > PAR.unit_memory_estimate(spec, "attention")
+
+
+def test_dask_local_cluster_gives_the_local_numbers(llama_dir):
+    from distributed import Client, LocalCluster
+
+    with threadpool_limits(1, user_api="blas"):
+        here = compute_spectra(llama_dir, mode="paper")
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            remote = compute_spectra(llama_dir, mode="paper", scheduler=client)
+    assert remote.meta["parallel"]["backend"] == "dask" and remote.meta["parallel"]["workers"] == 2
+    _same_model(here, remote)
+
+
+def test_dask_worker_processes_give_the_local_numbers(llama_dir):
+    from distributed import Client, LocalCluster
+
+    with threadpool_limits(1, user_api="blas"):
+        here = compute_spectra(llama_dir)
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            pids = client.run(lambda: __import__("os").getpid())
+            remote = compute_spectra(llama_dir, scheduler=client)
+    assert len(set(pids.values()) - {__import__("os").getpid()}) == 2  # two other processes
+    _same_model(here, remote)
+
+
+def test_an_unreachable_scheduler_is_one_clear_error_within_its_deadline(llama_dir, capsys):
+    import time
+
+    from bounds_lib.cli import main
+
+    t = time.perf_counter()
+    with pytest.raises(PAR.ClusterError, match=r"cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s"):
+        compute_spectra(llama_dir, scheduler="tcp://127.0.0.1:9", scheduler_timeout=1)
+    assert time.perf_counter() - t < 8
+    assert main(["analyze", str(llama_dir), "--scheduler", "tcp://127.0.0.1:9", "--scheduler-timeout", "1",
+                 "--quiet", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bounds-lib: error: cannot reach a Dask scheduler") and "\n" not in err
+
+
+def test_dask_missing_names_the_extra(llama_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.raises(PAR.ClusterError, match=r"pip install 'bounds_lib\[grid\]'"):
+        compute_spectra(llama_dir, scheduler="tcp://127.0.0.1:9")
+
+
+def test_a_cluster_needs_the_weights_on_disk():
+    tensors, config = _tiny_weights("bert", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="checkpoint on disk"):
+        compute_spectra(tensors, config=config, scheduler="tcp://127.0.0.1:9")
+
+
+# --------------------------------------------------------------------------------------------
+# Resuming
+# --------------------------------------------------------------------------------------------
+
+
+class _CountComputations:
+    """Counts the units computed in this process (``bounds_lib.parallel._compute``)."""
+
+    def __init__(self, monkeypatch):
+        self.units = []
+        inner = PAR._compute
+
+        def counted(source, task, cache=None):
+            self.units.append((task.layer, task.part))
+            return inner(source, task, cache)
+
+        monkeypatch.setattr(PAR, "_compute", counted)
+
+
+def test_resume_loads_finished_units_and_computes_only_the_rest(llama_dir, tmp_path, monkeypatch):
+    count = _CountComputations(monkeypatch)
+    ref = compute_spectra(llama_dir)
+    assert len(count.units) == 9
+    folder = tmp_path / "resume"
+    first = compute_spectra(llama_dir, resume=folder)
+    assert len(count.units) == 18 and first.meta["parallel"]["units_computed"] == 9
+    files = sorted((folder / "units").glob("*.npz"))
+    assert len(files) == 9 and len((folder / "journal.jsonl").read_text().splitlines()) == 9
+    files[0].unlink()                              # one unit lost
+    files[1].write_bytes(b"not an npz file")       # one unit damaged: recomputed, never trusted
+    again = compute_spectra(llama_dir, resume=folder)
+    assert len(count.units) == 20
+    assert (again.meta["parallel"]["units_computed"], again.meta["parallel"]["units_resumed"]) == (2, 7)
+    _same_model(ref, again)
+    _same_model(ref, first)
+    # power: another mode, dtype or checkpoint is never served from the folder
+    compute_spectra(llama_dir, resume=folder, mode="paper")
+    assert len(count.units) == 29
+    compute_spectra(llama_dir, resume=folder, dtype="float32")
+    assert len(count.units) == 38
+    other = write_tiny(tmp_path / "other", "llama", seed=1, L=3, N=32, H=4, Hkv=2, F=48)
+    compute_spectra(other, resume=folder)
+    assert len(count.units) == 47
+
+
+def test_resume_of_weights_in_memory_is_keyed_by_their_bytes(tmp_path, monkeypatch):
+    count = _CountComputations(monkeypatch)
+    tensors, config = _tiny_weights("bert", np.random.default_rng(0))
+    compute_spectra(tensors, config=config, resume=tmp_path / "r")
+    compute_spectra(tensors, config=config, resume=tmp_path / "r")
+    assert len(count.units) == 6
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] * 2  # the attention of layer 0 changed
+    compute_spectra(tensors, config=config, resume=tmp_path / "r")
+    assert count.units[6:] == [(0, "attention")]
+
+
+def test_a_killed_worker_loses_no_finished_unit(tmp_path, monkeypatch):
+    """Two worker processes; one is killed mid-run. Dask reruns its tasks; a unit that was finished
+    (fetched, or stored in the resume folder) is never computed again, and the numbers are the local ones."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from distributed import Client, LocalCluster
+
+    model = write_tiny(tmp_path / "m", "llama", L=6, N=384, H=4, Hkv=2, F=1536)
+    log = tmp_path / "computed.jsonl"
+    monkeypatch.setenv("BOUNDS_LIB_UNIT_LOG", str(log))  # inherited by the worker processes
+    folder = tmp_path / "resume"
+    with threadpool_limits(1, user_api="blas"):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            box = {}
+            run = threading.Thread(target=lambda: box.update(sp=compute_spectra(model, scheduler=client,
+                                                                                resume=folder)))
+            run.start()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 3):
+                time.sleep(0.05)
+            pids = client.run(os.getpid)
+            victim = sorted(pids.values())[0]
+            os.kill(victim, signal.SIGKILL)
+            n_at_kill = len(log.read_text().splitlines())
+            run.join(120)
+            assert not run.is_alive()
+        lines = [json.loads(x) for x in log.read_text().splitlines()]
+        monkeypatch.delenv("BOUNDS_LIB_UNIT_LOG")
+        here = compute_spectra(model)
+    assert n_at_kill < 18, "the run ended before the kill; make the units slower"
+    assert any(x["pid"] == victim for x in lines)  # the victim had computed units before it died
+    units = [(x["layer"], x["part"]) for x in lines]
+    assert len(units) == len(set(units)) == 18  # every unit computed exactly once
+    _same_model(here, box["sp"])
+    again = compute_spectra(model, resume=folder)  # and a rerun computes nothing
+    assert again.meta["parallel"]["units_computed"] == 0
+    _same_model(here, again)
+
+
+def test_cli_jobs_and_resume(llama_dir, tmp_path, capsys):
+    from bounds_lib.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(llama_dir), "--jobs", "2", "--resume", str(tmp_path / "res"), "--json", str(out),
+                 "--quiet", "--no-progress"]) == 0
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["parallel"]["units_computed"] == 9
+    assert meta["parallel"]["backend"] == ("processes" if PAR._cores() > 1 else "in process")
+    assert main(["analyze", str(llama_dir), "--resume", str(tmp_path / "res"), "--json", str(out),
+                 "--quiet", "--no-progress"]) == 0
+    assert json.loads(out.read_text())["meta"]["parallel"]["units_resumed"] == 9
+    (tmp_path / "file").write_text("x")
+    assert main(["analyze", str(llama_dir), "--resume", str(tmp_path / "file"), "--quiet"]) == 1
+    assert "--resume" in capsys.readouterr().err
+    assert main(["analyze", str(llama_dir), "--scheduler-timeout", "0", "--quiet"]) == 1
