@@ -52,6 +52,7 @@ import math
 import os
 import re
 import struct
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -699,6 +700,25 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
         raise CheckpointError(f"cannot download {repo_id!r} from the Hub: {msg}") from None
 
 
+def _saved_state_dict(model) -> dict:
+    """A module's tensors under the names and in the layout ``save_pretrained`` writes them.
+
+    transformers 5 keeps some layouts differently in memory than on disk (Mixtral's experts as one
+    fused ``(E, 2·d_ff, N)`` tensor, ViT's projections renamed) and converts them back when saving
+    (``revert_weight_conversion``); the same conversion here lets a module be read by the layouts of
+    saved checkpoints. Any other module's ``state_dict()`` is used as it is.
+    """
+    sd = model.state_dict()
+    transformers = sys.modules.get("transformers")  # a transformers model has imported it already
+    if transformers is None or not isinstance(model, transformers.PreTrainedModel):
+        return sd
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # transformers 4: memory and disk layouts are the same
+        return sd
+    return revert_weight_conversion(model, sd)
+
+
 def open_checkpoint(model, *, config: Mapping | None = None, allow_download: bool | None = None,
                     download_timeout: float | None = None) -> TensorSource:
     """Open ``model`` as a :class:`TensorSource` (Chapter 6): nothing but the header and config is read.
@@ -755,7 +775,7 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
             if cfg_obj is None:
                 raise CheckpointError(f"{type(model).__name__} has no .config; pass config= explicitly")
             cfg = cfg_obj.to_dict() if hasattr(cfg_obj, "to_dict") else dict(cfg_obj)
-        return StateDictSource(model.state_dict(), dict(cfg), f"in-memory {type(model).__name__}")
+        return StateDictSource(_saved_state_dict(model), dict(cfg), f"in-memory {type(model).__name__}")
     if not isinstance(model, (str, os.PathLike)):
         raise CheckpointError(f"cannot read a model from a {type(model).__name__}; pass a directory, a Hub id, "
                               "a torch module or a state dict")

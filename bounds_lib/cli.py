@@ -391,7 +391,7 @@ def _fmt(log_x: float) -> str:
 
 
 def format_table(report) -> str:
-    """Per-layer terminal table plus the model-level proxies."""
+    """Per-layer terminal table, a per-expert table for a mixture-of-experts model, the model-level proxies."""
     import numpy as np
 
     from .scoring import MULTI_HEAD_MATRIX_TYPES
@@ -411,10 +411,12 @@ def format_table(report) -> str:
         allm = report.select(layer=l)
         lines.append(
             f"{l:>5} {max(m.sigma1 for m in ms['QK']):>10.4g} {max(m.sigma1 for m in ms['V']):>10.4g} "
-            f"{ms['M_in'][0].sigma1:>9.4g} {ms['M_out'][0].sigma1:>9.4g} "
+            f"{max(m.sigma1 for m in ms['M_in']):>9.4g} {max(m.sigma1 for m in ms['M_out']):>9.4g} "
             f"{np.mean([m.rank for m in ms['QK']]):>8.3g} {np.mean([m.rank for m in ms['V']]):>7.3g} "
             f"{report.log_alpha[l] / math.log(10):>8.2f} {np.mean([m.p_star for m in allm]):>8.3f} "
             f"{_fmt(float(np.logaddexp.reduce([m.log_T_star for m in allm]))):>10}")
+    if a.n_experts:
+        lines += _expert_table(report)
     s = report.summary()
     lines += ["",
               f"  B_ours (Σ 𝒯* + √L, released)        {_fmt(report.log_B_ours_sum)}",
@@ -425,6 +427,22 @@ def format_table(report) -> str:
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
               "(𝒯(W;0) = √(rank·N) in the released proxy: a rank count)"]
     return "\n".join(lines)
+
+
+def _expert_table(report) -> list:
+    """Lines of the per-expert table: every expert's ``M_in = [G | U]`` and ``M_out`` of every layer."""
+    E = report.arch.n_experts
+    head = (f"{'layer':>5} {'expert':>6} {'σ1 M_in':>9} {'σ1 M_out':>9} {'rank M_in':>9} {'rank M_out':>10} "
+            f"{'p* M_in':>8} {'p* M_out':>8} {'𝒯* M_in':>10} {'𝒯* M_out':>10}")
+    lines = ["", f"  {E} experts per layer (σ1 M_in / M_out above: the largest over them; the router is not a "
+             "matrix of the bound):", head, "-" * len(head)]
+    for l in range(report.L):
+        for e in range(E):
+            m_in, m_out = (next(m for m in report.select(t, l) if m.expert == e) for t in ("M_in", "M_out"))
+            lines.append(f"{l:>5} {e:>6} {m_in.sigma1:>9.4g} {m_out.sigma1:>9.4g} {m_in.rank:>9d} {m_out.rank:>10d} "
+                         f"{m_in.p_star:>8.3f} {m_out.p_star:>8.3f} {_fmt(m_in.log_T_star):>10} "
+                         f"{_fmt(m_out.log_T_star):>10}")
+    return lines
 
 
 def _csv_text(rows) -> str:

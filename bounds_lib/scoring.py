@@ -350,6 +350,9 @@ class MatrixScore(_OldKindName):
     p_star: float
     log_T_star: float
     log_T: np.ndarray = field(repr=False)
+    #: The feed-forward expert of a mixture-of-experts layer (Mixtral) this ``M_in``/``M_out`` belongs to,
+    #: ``None`` for every other matrix.
+    expert: int | None = None
 
     @property
     def log_T0(self) -> float:
@@ -357,8 +360,10 @@ class MatrixScore(_OldKindName):
         return float(self.log_T[0])
 
     def to_row(self) -> dict:
-        """The CSV row of the CLI (log10 values; the matrix type under the column name ``kind``)."""
-        return {"layer": self.layer, "head": self.head if self.head >= 0 else "", "kind": self.matrix_type,
+        """The CSV row of the CLI (log10 values; the matrix type under the column name ``kind``; ``expert``
+        empty except for a mixture-of-experts feed-forward matrix)."""
+        return {"layer": self.layer, "head": self.head if self.head >= 0 else "",
+                "expert": "" if self.expert is None else self.expert, "kind": self.matrix_type,
                 "rows": self.shape[0], "cols": self.shape[1], "sigma1": self.sigma1, "rank": self.rank,
                 "frobenius": self.frobenius, "nuclear": self.nuclear, "stable_rank": self.stable_rank,
                 "norm_21": self.norm_21, "norm_11": self.norm_11,
@@ -480,18 +485,41 @@ def check_report(report, name: str = "report") -> BoundReport:
     return report
 
 
-def _multi_head_log_terms(C: dict, norms: dict) -> np.ndarray:
-    """``log`` of the summands of ``ξ_ℓ`` of the released multi-head ``B_Edelman``, shape (L, 2H + 2)."""
+def _multi_head_log_terms(C: dict, norms: dict, C_layer: tuple | None = None) -> np.ndarray:
+    """``log`` of the summands of ``ξ_ℓ`` of the released multi-head ``B_Edelman``, shape (L, 2H + 2U).
+
+    ``C["M_in"]``, ``C["M_out"]`` and their norms have shape (L, U), one column per feed-forward unit
+    (U = 1 for a dense layer, the experts of a mixture-of-experts one; shape (L,) is one unit);
+    ``C_layer`` the layer's ``(C(M_in), C(M_out))`` that multiply the attention terms (default:
+    ``_layer_ffn_constants``).
+    """
+    C, norms = ({k: (v[:, None] if k in ("M_in", "M_out") and np.ndim(v) == 1 else v) for k, v in d.items()}
+                for d in (C, norms))
+    C_layer = _layer_ffn_constants(C["M_in"], C["M_out"]) if C_layer is None else C_layer
     with np.errstate(divide="ignore"):
         lg = {k: np.log(v) for k, v in C.items()}
         ln = {k: np.log(v) for k, v in norms.items()}
-    lmo, lmi = lg["M_out"][:, None], lg["M_in"][:, None]
+        lmi, lmo = (np.log(c)[:, None] for c in C_layer)
     return np.concatenate([
         lmo + lmi + lg["V"] + ln["QK"],
         lmo + lmi + ln["V"],
-        (lg["M_out"] + ln["M_in"])[:, None],
-        ln["M_out"][:, None],
+        lg["M_out"] + ln["M_in"],
+        ln["M_out"],
     ], axis=1)
+
+
+def _layer_ffn_constants(C_Min: np.ndarray, C_Mout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer ``(C(M_in), C(M_out))`` of the feed-forward unit with the largest ``C(M_in)·C(M_out)``.
+
+    Arrays of shape (L, U); a dense layer has one unit (U = 1, its own constants). A mixture-of-experts
+    layer computes ``Σ_e w_e(x) f_e(x)`` with routing weights summing to 1 (Mixtral normalises its top-k
+    weights), so under a fixed routing its Lipschitz constant is at most the largest expert's; the
+    routing itself depends on ``x`` (and jumps where the top-k set changes), which no weight matrix
+    bounds — for such models ``Λ`` and γ are proxies, not bounds.
+    """
+    u = np.argmax(C_Min * C_Mout, axis=1)
+    rows = np.arange(C_Min.shape[0])
+    return C_Min[rows, u], C_Mout[rows, u]
 
 
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
@@ -547,31 +575,41 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
     options = options or ScoringOptions()
     arch = spectra.arch
     L, N, H = arch.n_layers, arch.hidden, arch.n_heads
+    U = len(arch.experts)  # feed-forward units per layer: 1, or the experts
     s = options.scale_for(arch)
     mats = [m.scaled(s) if (m.matrix_type == "QK" and s != 1.0) else m for m in spectra.matrices]
-    if len(mats) != L * (2 * H + 2):
-        raise ValueError(f"spectra hold {len(mats)} matrices, expected {L * (2 * H + 2)} for L={L}, H={H}")
+    if len(mats) != L * (2 * H + 2 * U):
+        per_unit = f", {U} experts" if U > 1 else ""
+        raise ValueError(f"spectra hold {len(mats)} matrices, expected {L * (2 * H + 2 * U)} for L={L}, H={H}"
+                         + per_unit)
 
-    C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros(L), "M_out": np.zeros(L)}
+    def index(m):
+        return (m.layer, m.head) if m.head >= 0 else (m.layer, m.expert or 0)
+
+    C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros((L, U)), "M_out": np.zeros((L, U))}
     n21 = {k: np.zeros_like(v) for k, v in C.items()}
     n11 = {k: np.zeros_like(v) for k, v in C.items()}
     for m in mats:
-        idx = (m.layer, m.head) if m.head >= 0 else m.layer
+        idx = index(m)
         C[m.matrix_type][idx], n21[m.matrix_type][idx], n11[m.matrix_type][idx] = m.sigma1, m.norm_21, m.norm_11
 
     L_phi = options.L_phi_for(arch)
-    log_Lam = log_layer_lipschitz_multihead(C["M_in"], C["M_out"], C["V"], C["QK"], L_phi=L_phi,
+    C_layer = _layer_ffn_constants(C["M_in"], C["M_out"])
+    log_Lam = log_layer_lipschitz_multihead(*C_layer, C["V"], C["QK"], L_phi=L_phi,
                                             softmax_const=options.softmax_const)
     log_al = log_alpha(log_Lam)
-    log_gam = log_gamma_multihead(C["M_in"], C["M_out"], C["V"], C["QK"],
-                                  L_phi=L_phi if options.gamma_L_phi else None,
-                                  softmax_const=options.softmax_const)
-    log_K = {k: log_scale_K(v, log_al[:, None] if np.ndim(v) == 2 else log_al, L) for k, v in log_gam.items()}
+    gamma_kw = dict(L_phi=L_phi if options.gamma_L_phi else None, softmax_const=options.softmax_const)
+    log_gam = log_gamma_multihead(*C_layer, C["V"], C["QK"], **gamma_kw)
+    # each feed-forward unit's γ from its own constants (γ_Min = C(M_out), γ_Mout = 1 or B_φ·C(M_in))
+    ones = np.ones((L, 1))
+    unit_gam = log_gamma_multihead(C["M_in"], C["M_out"], ones, ones, **gamma_kw)
+    log_gam = {**log_gam, "M_in": unit_gam["M_in"], "M_out": unit_gam["M_out"]}
+    log_K = {k: log_scale_K(v, log_al[:, None], L) for k, v in log_gam.items()}
     grid = posthoc_grid(L, N)
 
     scores = []
     for m in mats:
-        idx = (m.layer, m.head) if m.head >= 0 else m.layer
+        idx = index(m)
         lK = float(log_K[m.matrix_type][idx])
         sig = m.sigma
         if spectra.mode == "clean" and m.head >= 0:
@@ -582,13 +620,14 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
         choice = posthoc_term(sig, lK, N, grid)
         scores.append(MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, m.rank, m.frobenius,
                                   m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
-                                  float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T))
+                                  float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T,
+                                  m.expert))
     log_T_stars = np.array([sc.log_T_star for sc in scores])
 
     def log_edelman(norms):
         if any(np.isnan(v).any() for v in norms.values()):
             return float("nan")  # (1,1) norms not computed (entrywise=False)
-        return log_edelman_bound(log_al, _multi_head_log_terms(C, norms))
+        return log_edelman_bound(log_al, _multi_head_log_terms(C, norms, C_layer))
 
     return BoundReport(
         arch=arch, mode=spectra.mode, dtype=spectra.dtype, options=options, logit_scale=s, grid=grid,

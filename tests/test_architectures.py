@@ -20,7 +20,9 @@ set to 0 in the in-memory model (the analysis leaves biases out), per layer ``�
 Each check is shown to fail on a deliberately wrong layout (contiguous instead of interleaved
 GPT-NeoX heads, swapped gate/up halves, a wrong grouped-query map, another expert's matrices).
 """
+import json
 import math
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -33,7 +35,14 @@ from tiny_checkpoints import TINY_MODELS, write_tiny_model  # noqa: E402
 from transformers.activations import ACT2FN  # noqa: E402
 from transformers.models.llama.modeling_llama import repeat_kv  # noqa: E402
 
-from bounds_lib.checkpoints import LayerWeights, detect_architecture, iter_layers, open_checkpoint  # noqa: E402
+from bounds_lib.checkpoints import (  # noqa: E402
+    CheckpointError,
+    LayerWeights,
+    detect_architecture,
+    iter_layers,
+    open_checkpoint,
+)
+from bounds_lib.cli import main  # noqa: E402
 
 T_TOKENS = 6
 #: Worst relative difference allowed between bounds-lib's products and the model's forward, both in
@@ -313,3 +322,134 @@ def test_power_another_experts_matrices_fail(saved):
 
     errors = cross_check("mixtral", path, model, rotated)
     assert all(e[2] > 0.1 for e in errors.values()), errors
+
+
+# ---- the command line on every architecture --------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(TINY_MODELS))
+def test_cli_analyze_every_architecture(name, saved, tmp_path, capsys):
+    path, _ = saved(name)
+    spec = detect_architecture(open_checkpoint(path))
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    rc = main(["analyze", str(path), "--jobs", "1", "--json", str(out_json), "--csv", str(out_csv)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    report = json.loads(out_json.read_text())
+    units = max(1, spec.n_experts)
+    L, H = spec.n_layers, spec.n_heads
+    assert len(report["matrices"]) == L * (2 * H + 2 * units) == report["summary"]["n_matrices"]
+    assert report["architecture"]["model_type"] == name and report["architecture"]["n_experts"] == spec.n_experts
+    rows = out_csv.read_text().splitlines()
+    assert rows[0].startswith("layer,head,expert,kind") and len(rows) == 1 + len(report["matrices"])
+    ffn = [(r["layer"], r["expert"], r["kind"]) for r in report["matrices"] if r["kind"] in ("M_in", "M_out")]
+    if spec.n_experts:  # one M_in and one M_out per expert per layer, and the text table lists each
+        assert sorted(ffn) == sorted((l, e, k) for l in range(L) for e in range(units) for k in ("M_in", "M_out"))
+        assert f"{spec.n_experts} experts per layer" in text
+    else:
+        assert sorted(ffn) == sorted((l, "", k) for l in range(L) for k in ("M_in", "M_out"))
+        assert "experts per layer" not in text
+
+
+def test_experts_are_scored_as_their_own_matrices(saved):
+    """Every expert's matrices enter B_ours and B_Edelman: a larger expert raises both, a dense model
+    with only expert 0's matrices has a smaller B_ours."""
+    from bounds_lib.scoring import analyze
+
+    path, _ = saved("mixtral")
+    rep = analyze(path)
+    experts = [m for m in rep.matrices if m.expert is not None]
+    assert len(experts) == 2 * 3 * 2 and {m.expert for m in experts} == {0, 1, 2}
+    # γ of an expert's M_in is its own C(M_out) (released form): equal σ1 ⇔ equal γ
+    m_in = {(m.layer, m.expert): m for m in rep.matrices if m.matrix_type == "M_in"}
+    m_out = {(m.layer, m.expert): m for m in rep.matrices if m.matrix_type == "M_out"}
+    for key, m in m_in.items():
+        assert m.log_gamma == pytest.approx(math.log(m_out[key].sigma1), rel=1e-12)
+
+
+# ---- bad input in each new layout ---------------------------------------------------------------------
+
+def _edit_tensors(path, fn):
+    from safetensors.numpy import load_file, save_file
+
+    f = path / "model.safetensors"
+    save_file(fn(load_file(f)), f)
+
+
+def _edit_config(path, **kw):
+    f = path / "config.json"
+    f.write_text(json.dumps({**json.loads(f.read_text()), **kw}))
+
+
+def _drop(name):
+    return lambda t: {k: v for k, v in t.items() if k != name}
+
+
+def _shrink(name):
+    return lambda t: {**t, name: t[name][:-1]}
+
+
+BAD = {
+    "phi3 without gate_up_proj": ("phi3", _drop("model.layers.1.mlp.gate_up_proj.weight"), {},
+                                  "layer 1 has no 'mlp.gate_up_proj.weight' tensor"),
+    "phi3 kv heads not the stored ones": ("phi3", None, {"num_key_value_heads": 4},
+                                          "rows [q | k | v] = (4 + 2·4 key/value heads) × head_dim 4"),
+    "phi3 kv heads not dividing": ("phi3", None, {"num_key_value_heads": 3}, "3 key/value heads do not divide 4"),
+    "gpt_neox short qkv": ("gpt_neox", _shrink("gpt_neox.layers.0.attention.query_key_value.weight"), {},
+                           "has shape (47, 16), expected (48, 16) from config.json (rows: 4 heads × [q | k | v]"),
+    "gpt_neox heads not dividing": ("gpt_neox", None, {"num_attention_heads": 3},
+                                    "3 attention heads do not divide the hidden size 16"),
+    "gemma wrong head_dim": ("gemma", None, {"head_dim": 4}, "expected (16, 16) from config.json (4 query heads"),
+    "gemma head_dim zero": ("gemma", None, {"head_dim": 0}, "head_dim must be a positive integer, got 0"),
+    "gemma2 unknown activation": ("gemma2", None, {"hidden_activation": "xielu"},
+                                  "hidden_activation = 'xielu' is not a supported activation"),
+    "opt without fc2": ("opt", _drop("model.decoder.layers.0.fc2.weight"), {}, "layer 0 has no 'fc2.weight' tensor"),
+    "opt wrong ffn_dim": ("opt", None, {"ffn_dim": 32}, "has shape (24, 16), expected (32, 16)"),
+    "opt unknown activation": ("opt", None, {"activation_function": "relu2"},
+                               "activation_function = 'relu2' is not a supported activation"),
+    "mixtral missing expert": ("mixtral", _drop("model.layers.1.block_sparse_moe.experts.2.w3.weight"), {},
+                               "layer 1 has no 'block_sparse_moe.experts.2.w3.weight' tensor"),
+    "mixtral more experts than declared": ("mixtral", None, {"num_local_experts": 2},
+                                           "config.json says 2 experts per layer (num_local_experts) but layer 0 "
+                                           "holds at least 3"),
+    "mixtral experts zero": ("mixtral", None, {"num_local_experts": 0}, "number of experts (num_local_experts) "
+                             "must be a positive integer, got 0"),
+    "mixtral short expert": ("mixtral", _shrink("model.layers.0.block_sparse_moe.experts.1.w2.weight"), {},
+                             "experts.1.w2.weight' has shape (15, 24), expected (16, 24)"),
+    "vit without value": ("vit", _drop("vit.encoder.layer.0.attention.attention.value.weight"), {},
+                          "layer 0 has no 'attention.attention.value.weight' tensor"),
+    "vit wrong intermediate": ("vit", None, {"intermediate_size": 20}, "has shape (24, 16), expected (20, 16)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_in_each_layout_is_one_clear_error(case, saved, tmp_path, capsys):
+    name, tensors, config, message = BAD[case]
+    path = tmp_path / "model"
+    shutil.copytree(saved(name)[0], path)
+    if tensors:
+        _edit_tensors(path, tensors)
+    if config:
+        _edit_config(path, **config)
+    with pytest.raises(CheckpointError) as err:
+        detect_architecture(open_checkpoint(path))
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(path), "--jobs", "1", "--json", str(out)]) != 0
+    stderr = capsys.readouterr().err.strip().splitlines()
+    assert len(stderr) == 1 and message in stderr[0] and not out.exists(), stderr
+
+
+@pytest.mark.parametrize("name", ["mixtral", "vit", "phi3"])
+def test_in_memory_module_reads_as_its_saved_checkpoint(name, saved):
+    """transformers 5 holds Mixtral's experts fused and ViT's projections renamed in memory; a module is
+    read in the layout save_pretrained writes, with the same spectra as its saved folder."""
+    from bounds_lib.spectra import compute_spectra
+
+    path, model = saved(name)
+    model = model.float()  # as saved (the cross-checks may have widened the cached model)
+    from_folder = compute_spectra(path)
+    in_memory = compute_spectra(model)
+    assert in_memory.arch == from_folder.arch
+    assert [m.label() for m in in_memory.matrices] == [m.label() for m in from_folder.matrices]
+    for a, b in zip(in_memory.matrices, from_folder.matrices):
+        np.testing.assert_array_equal(a.sigma, b.sigma)

@@ -160,7 +160,7 @@ def test_analyze_writes_reports_and_plots(tmp_path, capsys):
     assert "blas" in rep["meta"] and rep["meta"]["mode"] == "paper"
     assert len(rep["matrices"]) == 3 * (2 * 2 + 2)
     csv_lines = (out / "r.csv").read_text().strip().splitlines()
-    assert len(csv_lines) == 1 + 3 * 6 and csv_lines[0].startswith("layer,head,kind")
+    assert len(csv_lines) == 1 + 3 * 6 and csv_lines[0].startswith("layer,head,expert,kind")
     pngs = sorted(p.name for p in (out / "plots").iterdir())
     assert pngs == ["T_ratio.png", "norms.png", "p_star_histogram.png", "prefix_depth.png", "spectral_decay.png"]
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left

@@ -326,8 +326,9 @@ def test_L_phi_for_reads_the_activation_unless_given():
 
 
 #: The per-matrix CSV/JSON columns of the CLI (``bounds-lib analyze --csv``): an interface, so pinned.
-ROW_COLUMNS = ("layer", "head", "kind", "rows", "cols", "sigma1", "rank", "frobenius", "nuclear", "stable_rank",
-               "norm_21", "norm_11", "log10_gamma", "log10_alpha", "log10_K", "p_star", "log10_T_star", "log10_T0")
+ROW_COLUMNS = ("layer", "head", "expert", "kind", "rows", "cols", "sigma1", "rank", "frobenius", "nuclear",
+               "stable_rank", "norm_21", "norm_11", "log10_gamma", "log10_alpha", "log10_K", "p_star", "log10_T_star",
+               "log10_T0")
 #: The top-level keys of the CLI's ``--json`` report (``meta`` is filled by the CLI).
 REPORT_KEYS = ("model", "architecture", "mode", "dtype", "options", "grid", "log10_Lambda", "log10_alpha",
                "summary", "matrices", "meta")
