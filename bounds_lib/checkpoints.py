@@ -43,6 +43,31 @@ Layouts (:data:`SUPPORTED_MODEL_TYPES`):
   ``M_in = [G | U]`` (N×2d_ff, the one linear map feeding the gated unit) and ``M_out = down``
   (d_ff×N). The gate's product is not globally Lipschitz, so for these models the propagation
   factor is a proxy on the same footing as the released BERT one, not a bound.
+* **Gemma / Gemma 2** (the LLaMA names): ``head_dim`` from the config (transformers' default 256 when
+  absent — not ``N / H``), the GeGLU activation from ``hidden_act`` (Gemma; its legacy ``"gelu"`` is the
+  tanh approximation, as transformers reads it) or ``hidden_activation`` (Gemma 2). Gemma's RMSNorm
+  scales by ``1 + w`` and Gemma 2 caps its logits and scales them by ``query_pre_attn_scalar^{-1/2}``:
+  norms and scalars, not matrices of the bound, so the analysed matrices are unchanged.
+* **Phi-3** (``self_attn.qkv_proj``, ``mlp.gate_up_proj``): the fused query/key/value rows are
+  ``[Q (H·d_h) | K (H_kv·d_h) | V (H_kv·d_h)]`` and the fused gate/up rows ``[gate | up]``, as
+  ``Phi3Attention`` and ``Phi3MLP`` split their outputs.
+* **GPT-NeoX** (``attention.query_key_value``): the fused rows are interleaved per head,
+  ``[q_0 k_0 v_0 | q_1 k_1 v_1 | …]`` (d_h rows each), as ``GPTNeoXAttention`` views its output as
+  ``(…, H, 3·d_h)``; the feed-forward is ``mlp.dense_h_to_4h`` / ``mlp.dense_4h_to_h``.
+* **OPT** (``decoder.layers.i.self_attn.{q,k,v,out}_proj``, ``fc1``, ``fc2``; activation
+  ``activation_function``). The ``word_embed_proj_dim`` projections (``project_in``/``project_out``)
+  lie outside the blocks and are not read.
+* **Mixtral** (mixture of experts; attention as LLaMA): every expert ``e`` of
+  ``block_sparse_moe.experts.e.{w1, w3, w2}`` (gate, up, down) has its own ``M_in = [G_e | U_e]`` and
+  ``M_out = down_e``, analysed as matrices of their own (the parts ``("M_in", e)``, ``("M_out", e)`` of
+  :func:`layer_parts`; ``MatrixSpectrum.expert``). The router
+  ``block_sparse_moe.gate`` is not a block matrix of the bound and is not read; the routing is not
+  Lipschitz, so the propagation factor of these models is a proxy (:func:`bounds_lib.scoring.score`).
+* **ViT** (``vit.encoder.layer.i.attention.attention.{query,key,value}``, ``attention.output.dense``,
+  ``intermediate.dense``, ``output.dense``): BERT's orientation; the patch embedding is not read.
+
+A transformers module is read in the layout ``save_pretrained`` writes (transformers 5 keeps Mixtral's
+experts fused and ViT's projections renamed in memory; ``_saved_state_dict``).
 """
 from __future__ import annotations
 

@@ -536,6 +536,13 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
       + (C(M_out)‖M_in‖_{2,1})^{2/3} + ‖M_out‖_{2,1}^{2/3}`` (released formula).
     * ``B_11``: the same with every (2,1) norm replaced by the (1,1) norm — **our extension**,
       a stand-in for the entrywise norms of Trauger & Tewari, not a released proxy.
+    * A mixture-of-experts model (Mixtral; ``arch.n_experts`` experts per layer) has ``L(2H + 2E)``
+      matrices: every expert's ``M_in``/``M_out`` is a matrix of its own, with its own ``T*`` in
+      ``B_ours``, its own γ (``C(M_out,e)``, resp. ``1`` or ``B_φ C(M_in,e)``) and its own two summands in
+      ``ξ_ℓ``. ``Λ_ℓ`` and the attention terms of ``ξ_ℓ`` use the expert with the largest
+      ``C(M_in,e)C(M_out,e)``: the layer mixes its experts with routing weights summing to 1, so under
+      a fixed routing it is at most that Lipschitz; the routing itself depends on the input (and jumps
+      where the top-k set changes), which no matrix bounds — a proxy, not a bound.
 
     Parameters
     ----------
@@ -555,7 +562,8 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
     TypeError
         ``spectra`` is not a :class:`~bounds_lib.spectra.ModelSpectra`, or an option of the wrong type.
     ValueError
-        ``spectra`` does not hold ``L(2H + 2)`` matrices, or an option out of range.
+        ``spectra`` does not hold ``L(2H + 2)`` matrices (``L(2H + 2E)`` with ``E`` experts), or an option
+        out of range.
 
     Examples
     --------
