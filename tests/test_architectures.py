@@ -453,3 +453,48 @@ def test_in_memory_module_reads_as_its_saved_checkpoint(name, saved):
     assert [m.label() for m in in_memory.matrices] == [m.label() for m in from_folder.matrices]
     for a, b in zip(in_memory.matrices, from_folder.matrices):
         np.testing.assert_array_equal(a.sigma, b.sigma)
+
+
+# ---- config rules as transformers reads them ---------------------------------------------------------
+
+def _copy(saved, name, tmp_path, **config):
+    path = tmp_path / name
+    shutil.copytree(saved(name)[0], path)
+    f = path / "config.json"
+    cfg = json.loads(f.read_text())
+    for k, v in config.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    f.write_text(json.dumps(cfg))
+    return path
+
+
+def test_gemma_config_rules(saved, tmp_path):
+    """Gemma's legacy ``hidden_act: "gelu"`` is the tanh approximation (GemmaConfig rewrites it); an
+    absent ``head_dim`` is transformers' default 256, not hidden / heads; Gemma 2 reads
+    ``hidden_activation`` and ignores ``hidden_act``."""
+    legacy = _copy(saved, "gemma", tmp_path, hidden_act="gelu")
+    assert detect_architecture(open_checkpoint(legacy)).activation == "gelu_pytorch_tanh"
+    assert transformers.GemmaConfig(hidden_act="gelu").hidden_act == "gelu_pytorch_tanh"
+    with pytest.raises(CheckpointError, match=r"expected \(1024, 16\)"):  # 4 heads × 256
+        detect_architecture(open_checkpoint(_copy(saved, "gemma", tmp_path / "a", head_dim=None)))
+    assert transformers.GemmaConfig().head_dim == 256
+    g2 = _copy(saved, "gemma2", tmp_path / "b", hidden_act="relu", hidden_activation="gelu_pytorch_tanh")
+    assert detect_architecture(open_checkpoint(g2)).activation == "gelu_pytorch_tanh"
+
+
+def test_defaults_of_the_other_families(saved, tmp_path):
+    """An absent activation is the transformers default of the family (OPT relu, GPT-NeoX and ViT gelu,
+    Phi-3 and Mixtral silu); an absent ``num_local_experts`` is Mixtral's default 8 (here: missing experts)."""
+    expected = {"opt": ("activation_function", "relu"), "gpt_neox": ("hidden_act", "gelu"),
+                "vit": ("hidden_act", "gelu"), "phi3": ("hidden_act", "silu"), "mixtral": ("hidden_act", "silu")}
+    for name, (key, act) in expected.items():
+        path = _copy(saved, name, tmp_path / name, **{key: None})
+        assert detect_architecture(open_checkpoint(path)).activation == act, name
+        cfg_name = TINY_MODELS[name][0]
+        assert getattr(getattr(transformers, cfg_name)(), key) == act
+    with pytest.raises(CheckpointError, match="layer 0 has no 'block_sparse_moe.experts.3.w1.weight'"):
+        detect_architecture(open_checkpoint(_copy(saved, "mixtral", tmp_path / "m", num_local_experts=None)))
+    assert transformers.MixtralConfig().num_local_experts == 8
