@@ -53,7 +53,9 @@ Layouts (:data:`SUPPORTED_MODEL_TYPES`):
   ``Phi3Attention`` and ``Phi3MLP`` split their outputs.
 * **GPT-NeoX** (``attention.query_key_value``): the fused rows are interleaved per head,
   ``[q_0 k_0 v_0 | q_1 k_1 v_1 | …]`` (d_h rows each), as ``GPTNeoXAttention`` views its output as
-  ``(…, H, 3·d_h)``; the feed-forward is ``mlp.dense_h_to_4h`` / ``mlp.dense_4h_to_h``.
+  ``(…, H, 3·d_h)``; the feed-forward is ``mlp.dense_h_to_4h`` / ``mlp.dense_4h_to_h``. With
+  ``use_parallel_residual`` (the default) a block adds its attention and feed-forward outputs instead
+  of composing them; the propagation factor keeps the released composed form, a proxy here too.
 * **OPT** (``decoder.layers.i.self_attn.{q,k,v,out}_proj``, ``fc1``, ``fc2``; activation
   ``activation_function``). The ``word_embed_proj_dim`` projections (``project_in``/``project_out``)
   lie outside the blocks and are not read.

@@ -477,7 +477,8 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     Returns
     -------
     ModelSpectra
-        One :class:`MatrixSpectrum` per matrix, in layer order: H ``QK``, H ``V``, ``M_in``, ``M_out``.
+        One :class:`MatrixSpectrum` per matrix, in layer order: H ``QK``, H ``V``, ``M_in``, ``M_out``
+        (a mixture-of-experts layer: every expert's ``M_in`` and ``M_out``, expert by expert).
 
     Raises
     ------
