@@ -37,6 +37,7 @@ from .checkpoints import (
     part_expert,
     part_kind,
 )
+from .devices import resolve_device, svdvals
 from .norms import RANK_RTOL, _pow2_scaled, numerical_rank
 from .validation import check_scalar
 
@@ -323,9 +324,9 @@ def _unscale(sigma, n21, n11, e):
     return sigma, float(n21), float(n11)
 
 
-def _dense_spectrum(W):
+def _dense_spectrum(W, device=None):
     W, e = _pow2_scaled(W)
-    sigma = np.linalg.svd(W, compute_uv=False)
+    sigma = svdvals(W, device)
     return _unscale(sigma, np.sum(np.linalg.norm(W, axis=0)), np.sum(np.abs(W)), e)
 
 
@@ -337,16 +338,20 @@ def _check_finite(res, lw, matrix_type, dtype_name):
 
 
 def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache | None = None,
-                  entrywise: bool = True, on_step=None) -> list:
+                  entrywise: bool = True, on_step=None, device=None) -> list:
     """All :class:`MatrixSpectrum` of the parts of one layer that ``lw`` holds, in the order of its parts.
 
     For a whole layer (:func:`bounds_lib.checkpoints.layer_parts`): H ``QK``, H ``Ṽ`` (the part
     ``"attention"``), then ``M_in``, ``M_out``. A :class:`~bounds_lib.checkpoints.LayerWeights` read
     with ``parts=`` gives the spectra of those parts only, the same numbers as in the whole layer.
     ``on_step(name)`` is called after each matrix group (``"QK"``, ``"V"``, ``"M_in"``, ``"M_out"``).
+    ``device`` (:func:`bounds_lib.devices.resolve_device`: ``"cpu"``, ``"cuda"``, ``"auto"``, …) runs
+    the dense SVDs there (``M_in``, ``M_out``, the paper mode's N×N products); the numbers agree with
+    the CPU's within :func:`bounds_lib.devices.spectra_agree`.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    device = resolve_device(device)
     spec = lw.spec
     H, Hk, d, N = spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.hidden
     groups = np.array([spec.kv_group(h) for h in range(H)])
@@ -362,7 +367,8 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
 
         if cache is None:
             return frozen()
-        key = f"{tag}|{mode if by_mode else '*'}|{dt}|{H}|{Hk}|{d}|{entrywise}"
+        # the device is part of the key: a cache never changes a result, not even in the last bits
+        key = f"{tag}|{mode if by_mode else '*'}|{dt}|{H}|{Hk}|{d}|{entrywise}|{device}"
         return cache.get_or_compute(SpectraCache.digest(*arrays, tag=key), frozen)
 
     def heads(matrix_type, A_full, B_full, explicit):
@@ -378,7 +384,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
                         P = explicit(h)  # the released products, bit for bit
                     else:
                         P = As[:, h * d:(h + 1) * d] @ Bs[:, g[h] * d:(g[h] + 1) * d].T
-                    s, n21, n11 = _dense_spectrum(P)
+                    s, n21, n11 = _dense_spectrum(P, device)
                     res.append(_unscale(s, n21, n11, ea + eb))
                 return res
             A = _stack_heads(As, H, d)
@@ -400,7 +406,7 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
     def dense(part):
         matrix_type = part_kind(part)
         W = lw.matrix(part)
-        s, n21, n11 = cached(matrix_type, (W,), lambda: _dense_spectrum(W), by_mode=False)
+        s, n21, n11 = cached(matrix_type, (W,), lambda: _dense_spectrum(W, device), by_mode=False)
         _check_finite([(s, n21, n11)], lw, matrix_type, dt)
         out.append(MatrixSpectrum(lw.layer, -1, matrix_type, tuple(W.shape), s, n21, n11, part_expert(part)))
         if on_step:

@@ -7,6 +7,8 @@ case on random, ill-conditioned, low-rank and real matrices — and shown to cat
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -45,8 +47,33 @@ def test_unknown_device_names_are_refused_with_the_supported_list(bad):
 
 
 def test_non_string_device_is_a_type_error():
-    with pytest.raises(TypeError, match="device must be a string"):
+    with pytest.raises(TypeError, match=r"^device must be a string \(cpu, auto, cuda, cuda:K, torch-cpu\), got int$"):
         resolve_device(0)
+
+
+def test_auto_takes_the_gpu_when_torch_sees_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto") == devices.Device("cuda", "torch", "cuda")
+    assert resolve_device("cuda") == devices.Device("cuda", "torch", "cuda")  # index 0 of 1 device
+
+
+@pytest.mark.parametrize("cuda_version, build", [(None, ", a build without CUDA"), ("12.4", "")])
+def test_the_cuda_error_names_the_torch_build(monkeypatch, cuda_version, build):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", cuda_version)
+    expected = (f"--device cuda:0: no CUDA device is available (torch {torch.__version__}{build}); "
+                "use --device cpu, or auto to use a GPU only when there is one")
+    with pytest.raises(RuntimeError) as err:
+        resolve_device("cuda:0")
+    assert str(err.value) == expected
+
+
+def test_a_missing_torch_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # ``import torch`` raises ImportError
+    with pytest.raises(RuntimeError, match=r"^--device other than cpu needs torch \(pip install torch\)$"):
+        resolve_device("torch-cpu")
+    assert resolve_device("cpu") is devices.CPU  # the default path never imports torch
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
@@ -110,10 +137,18 @@ def test_agreement_tolerance_scales_with_size_precision_and_norm():
     assert agreement_tol((20, 10), 3.0) == agreement_tol((10, 20), 3.0)
     assert agreement_tol((10, 20), 3.0, np.float32) / agreement_tol((10, 20), 3.0) == pytest.approx(
         np.finfo(np.float32).eps / np.finfo(float).eps)
-    assert agreement_tol((4, 5, 6), 1.0) == agreement_tol((5, 6), 1.0)  # a stack: the matrices' size
+    assert agreement_tol((9, 5, 6), 1.0) == agreement_tol((5, 6), 1.0)  # a stack: the matrices' size
     assert spectra_agree([], [], (0, 0)) == (True, 0.0)
     assert spectra_agree([0.0], [0.0], (1, 1)) == (True, 0.0)
     assert spectra_agree([0.0], [1e-300], (1, 1))[0] is False
+    assert spectra_agree([0.0], [-1.0], (1, 1)) == (False, float("inf"))  # a zero tolerance, a difference
+
+
+def test_agreement_boundary_is_inclusive():
+    eps = np.finfo(float).eps
+    # shape (1, 1), σ₁ = 2: the tolerance is 2ε exactly; a difference of 2ε is agreement, 3ε is not
+    assert spectra_agree([2.0], [2.0 - 2 * eps], (1, 1)) == (True, 1.0)
+    assert spectra_agree([2.0], [2.0 - 3 * eps], (1, 1)) == (False, 1.5)
 
 
 def test_float32_stays_float32_on_the_device():
@@ -139,3 +174,40 @@ def test_out_of_device_memory_is_a_clear_memory_error(monkeypatch):
     with pytest.raises(MemoryError, match=r"a 30×40 float64 matrix \(0 MB\) and its SVD do not fit in the "
                                           r"memory of torch-cpu; use --device cpu"):
         svdvals(np.ones((30, 40)), "torch-cpu")
+    with pytest.raises(MemoryError, match=r"a 1024×2048 float64 matrix \(16 MB\)"):
+        svdvals(np.ones((1024, 2048)), "torch-cpu")
+
+
+def test_layer_spectra_on_the_torch_path_agree_with_the_cpu_in_both_modes():
+    from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
+    from bounds_lib.spectra import SpectraCache, layer_spectra
+
+    state_dict, config = random_bert_state_dict(n_layers=1, hidden=16, n_heads=4, d_ff=48)
+    source = open_checkpoint(state_dict, config=config)
+    lw = next(iter_layers(source, detect_architecture(source)))
+    for mode in ("clean", "paper"):
+        cpu = layer_spectra(lw, mode)
+        dev = layer_spectra(lw, mode, device="torch-cpu")
+        assert [m.label() for m in dev] == [m.label() for m in cpu]
+        for a, b in zip(cpu, dev):
+            assert spectra_agree(a.sigma, b.sigma, a.shape)[0], (mode, a.label())
+            assert (a.norm_21, a.rank) == (b.norm_21, b.rank)  # norms and ranks come from the CPU
+    # a cache filled on one device is not read on another: it never changes a result
+    cache = SpectraCache()
+    layer_spectra(lw, "clean", cache=cache)
+    hits = cache.hits
+    layer_spectra(lw, "clean", cache=cache, device="torch-cpu")
+    assert cache.hits == hits
+    layer_spectra(lw, "clean", cache=cache, device="torch-cpu")
+    assert cache.hits > hits
+
+
+def test_layer_spectra_refuses_an_unknown_device_before_any_work():
+    from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
+    from bounds_lib.spectra import layer_spectra
+
+    state_dict, config = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    source = open_checkpoint(state_dict, config=config)
+    lw = next(iter_layers(source, detect_architecture(source)))
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        layer_spectra(lw, device="gpu")
