@@ -42,7 +42,10 @@ Layouts (:data:`SUPPORTED_MODEL_TYPES`):
   Hugging Face's ``repeat_kv``. Gated feed-forward ``down(φ(x G) ⊙ x U)``: we take
   ``M_in = [G | U]`` (N×2d_ff, the one linear map feeding the gated unit) and ``M_out = down``
   (d_ff×N). The gate's product is not globally Lipschitz, so for these models the propagation
-  factor is a proxy on the same footing as the released BERT one, not a bound.
+  factor is a proxy on the same footing as the released BERT one, not a bound. Qwen3 normalises
+  every head's queries and keys (``q_norm``/``k_norm``, an RMSNorm per token) between the projections
+  and the logits, so ``X QK_h Xᵀ`` is not its logit matrix (a known limitation: the projections are
+  decomposed all the same; ``tests/test_architectures.py`` measures the difference).
 * **Gemma / Gemma 2** (the LLaMA names): ``head_dim`` from the config (transformers' default 256 when
   absent — not ``N / H``), the GeGLU activation from ``hidden_act`` (Gemma; its legacy ``"gelu"`` is the
   tanh approximation, as transformers reads it) or ``hidden_activation`` (Gemma 2). Gemma's RMSNorm

@@ -1,14 +1,15 @@
 """Every architecture bounds-lib reads, cross-checked against transformers' own forward pass.
 
-For each model of :data:`tiny_checkpoints.TINY_MODELS` (LLaMA, Gemma, Gemma 2, Phi-3, GPT-NeoX, OPT,
-Mixtral, ViT) a tiny random model built with transformers' classes is saved with ``save_pretrained``
-and read back by :mod:`bounds_lib.checkpoints`. The matrices bounds-lib analyses must be the ones the
-model uses, observed *inside the model's own forward*: a probe attention function registered with
-transformers' ``AttentionInterface`` receives the per-head queries, keys and values exactly as the
-model's attention module has split them (fused ``qkv_proj`` / ``query_key_value`` included) and
-returns a chosen head's values as the attention output, so the module's own output projection runs
-on them. With all positions 0 (rotary embeddings are then the identity) and the attention biases
-set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ`` and head ``h``:
+For each model of :data:`tiny_checkpoints.TINY_MODELS` (LLaMA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2,
+Phi-3, GPT-NeoX, OPT, Mixtral, ViT) a tiny random model built with transformers' classes is saved with
+``save_pretrained`` and read back by :mod:`bounds_lib.checkpoints`. The matrices bounds-lib analyses
+must be the ones the model uses, observed *inside the model's own forward*: a probe attention function
+registered with transformers' ``AttentionInterface`` receives the per-head queries, keys and values
+exactly as the model's attention module has split them (fused ``qkv_proj`` / ``query_key_value``
+included) and returns a chosen head's values as the attention output, so the module's own output
+projection runs on them. With all positions 0 (rotary embeddings are then the identity) and the
+attention biases set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ`` and
+head ``h``:
 
 * logits: ``scaling · q_h k_{g(h)}ᵀ`` (the probe's arguments, ``repeat_kv`` for grouped-query
   attention) equals ``X QK_h Xᵀ / √d_h`` with ``X`` the attention module's input;
@@ -16,6 +17,9 @@ set to 0 in the in-memory model (the analysis leaves biases out), per layer ``�
 * feed-forward: the model's own feed-forward (every Mixtral expert on its own) on ``X`` equals
   ``φ(X M_in) M_out``, or ``(φ(X G) ⊙ X U) M_out`` with ``M_in = [G | U]``, ``φ`` named by the
   analysed activation.
+
+Qwen3 is the exception, pinned as a known limitation: its per-head query/key RMSNorms sit between the
+projections and the logits, so its logits are not ``X QK_h Xᵀ`` (values and feed-forward are exact).
 
 Each check is shown to fail on a deliberately wrong layout (contiguous instead of interleaved
 GPT-NeoX heads, swapped gate/up halves, a wrong grouped-query map, another expert's matrices).
@@ -232,6 +236,11 @@ def cross_check(name, path, model, lw_override=None, activation=None):
     return errors
 
 
+#: Models whose logits are not ``X QK_h Xᵀ``: Qwen3 normalises every head's queries and keys (an RMSNorm
+#: per token, ``q_norm``/``k_norm``) between the projections and the logits — a known limitation.
+LOGITS_NOT_BILINEAR = {"qwen3"}
+
+
 @pytest.mark.parametrize("name", list(TINY_MODELS))
 def test_analysed_matrices_are_the_ones_the_model_uses(name, saved):
     path, model = saved(name)
@@ -240,7 +249,11 @@ def test_analysed_matrices_are_the_ones_the_model_uses(name, saved):
     errors = cross_check(name, path, model)
     assert len(errors) == 2
     for layer, (logit, value, ffn) in errors.items():
-        assert logit < RTOL and value < RTOL and ffn < RTOL, (name, layer, logit, value, ffn)
+        assert value < RTOL and ffn < RTOL, (name, layer, value, ffn)
+        if name in LOGITS_NOT_BILINEAR:  # the limitation, measured: the logits differ at order one
+            assert logit > 0.1, (name, layer, logit)
+        else:
+            assert logit < RTOL, (name, layer, logit)
 
 
 def test_layouts_the_cross_check_covers(saved):

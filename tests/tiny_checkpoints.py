@@ -13,8 +13,8 @@ Two ways to fill a BERT folder, both BERT-layout safetensors with a ``config.jso
 ``config`` entries passed as keyword arguments are merged into ``config.json`` after writing (a
 test of a bad config writes a valid checkpoint, then a wrong value).
 
-:func:`write_tiny_model` does the same for the other architectures (:data:`TINY_MODELS`: LLaMA, Gemma,
-Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT): transformers' own config and model classes, random
+:func:`write_tiny_model` does the same for the other architectures (:data:`TINY_MODELS`: LLaMA, Mistral,
+Qwen2, Qwen3, Gemma, Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT): transformers' own config and model classes, random
 initialisation under a seed, ``save_pretrained`` — so the tensor names, shapes and fused layouts
 are those transformers writes, not ours.
 """
@@ -126,6 +126,16 @@ TINY_MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)),
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",  # q/k/v biases (left out by the analysis)
+              dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2)),
+    # per-head RMSNorms of queries and keys (q_norm, k_norm) between the projections and the logits
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
+              dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=4)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM",
               dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=8)),
