@@ -8,7 +8,7 @@ registered with transformers' ``AttentionInterface`` receives the per-head queri
 exactly as the model's attention module has split them (fused ``qkv_proj`` / ``query_key_value``
 included) and returns a chosen head's values as the attention output, so the module's own output
 projection runs on them. With all positions 0 (rotary embeddings are then the identity) and the
-attention biases set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ`` and
+biases of the linear layers set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ`` and
 head ``h``:
 
 * logits: ``scaling · q_h k_{g(h)}ᵀ`` (the probe's arguments, ``repeat_kv`` for grouped-query
@@ -44,7 +44,9 @@ from bounds_lib.checkpoints import (  # noqa: E402
     LayerWeights,
     detect_architecture,
     iter_layers,
+    layer_parts,
     open_checkpoint,
+    part_expert,
 )
 from bounds_lib.cli import main  # noqa: E402
 
@@ -511,3 +513,51 @@ def test_defaults_of_the_other_families(saved, tmp_path):
     with pytest.raises(CheckpointError, match="layer 0 has no 'block_sparse_moe.experts.3.w1.weight'"):
         detect_architecture(open_checkpoint(_copy(saved, "mixtral", tmp_path / "m", num_local_experts=None)))
     assert transformers.MixtralConfig().num_local_experts == 8
+
+
+@pytest.mark.parametrize("name", ["phi3", "gpt_neox", "mixtral", "opt"])
+def test_float32_reads_the_same_matrices_in_float32(name, saved):
+    """``dtype=float32`` reads every matrix (fused splits and experts included) in float32, the values of
+    the float64 read rounded once."""
+    src = open_checkpoint(saved(name)[0])
+    spec = detect_architecture(src)
+    for lw64, lw32 in zip(iter_layers(src, spec), iter_layers(src, spec, dtype=np.float32), strict=True):
+        assert lw32.dtype == np.float32
+        for h in range(spec.n_heads):
+            for get in (lw32.W_Q, lw32.W_K, lw32.W_V, lw32.W_O):
+                assert get(h).dtype == np.float32
+            np.testing.assert_array_equal(lw32.W_Q(h), lw64.W_Q(h).astype(np.float32))
+            np.testing.assert_array_equal(lw32.W_V(h), lw64.W_V(h).astype(np.float32))
+        for part in layer_parts(spec, lw32.layer)[1:]:
+            assert lw32.matrix(part).dtype == np.float32
+            np.testing.assert_array_equal(lw32.matrix(part), lw64.matrix(part).astype(np.float32))
+
+
+def test_part_expert():
+    assert part_expert(("M_in", 2)) == 2 and part_expert(("M_out", 0)) == 0
+    assert part_expert("M_in") is None and part_expert(("M_in",)) is None and part_expert("attention") is None
+
+
+def test_a_plain_torch_module_is_read_by_its_state_dict(saved):
+    """A module that is not a transformers model (a plain ``torch.nn.Module`` with a ``config``) is read
+    through its ``state_dict()`` as it is, even while transformers is imported."""
+    path, _ = saved("opt")
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i, (k, v) in enumerate(tensors.items()):
+                self.register_buffer(f"b{i}", v)
+            self.keys = list(tensors)
+
+        def state_dict(self, *a, **kw):
+            return dict(tensors)
+
+    module = Plain()
+    module.config = json.loads((path / "config.json").read_text())
+    src = open_checkpoint(module)
+    assert detect_architecture(src) == detect_architecture(open_checkpoint(path))
+    assert sorted(src.names()) == sorted(tensors)
