@@ -488,6 +488,15 @@ def _parse_logit_scale(text: str):
     return v
 
 
+def _parse_device(text: str) -> str:
+    """``--device``: a name :func:`bounds_lib.devices.resolve_device` knows (whether it is present is checked later)."""
+    from .devices import DEVICE_CHOICES, is_device_name
+
+    if is_device_name(text):
+        return text
+    raise argparse.ArgumentTypeError(f"unknown device {text!r}; supported: {', '.join(DEVICE_CHOICES)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Spectrum-adaptive bound proxies (Sakai & Imaizumi, "
                                 "arXiv 2605.07297, Section 6) for Transformer checkpoints.")
@@ -524,9 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--resume", type=Path, default=None, metavar="DIR",
                         help="store every finished part in DIR at once and reuse the parts found there (same "
                              "checkpoint, mode, dtype, device): an interrupted run resumes where it stopped")
-        sp.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
-                        help="where the dense SVDs run: cpu (NumPy/LAPACK, the default), cuda (torch on the GPU, "
-                             "float64 unless --dtype float32), auto (cuda when torch sees one, else cpu)")
+        sp.add_argument("--device", type=_parse_device, default=None, metavar="{cpu,cuda,cuda:K,auto,torch-cpu}",
+                        help="where the dense SVDs run: cpu (NumPy/LAPACK, the default), cuda or cuda:K (torch on "
+                             "that GPU, float64 unless --dtype float32), auto (cuda when torch sees one, else cpu), "
+                             "torch-cpu (the torch code path on the CPU)")
         ew = sp.add_mutually_exclusive_group()
         ew.add_argument("--entrywise", dest="entrywise", action="store_true", default=False,
                         help="also compute the (1,1) norms of the head products and the (1,1) extension of "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DEVICE_CHOICES", "AGREEMENT_C", "Device", "resolve_device", "svdvals", "agreement_tol",
+__all__ = ["DEVICE_CHOICES", "AGREEMENT_C", "Device", "is_device_name", "resolve_device", "svdvals", "agreement_tol",
            "spectra_agree"]
 
 #: The values ``--device`` accepts (``cuda:K`` names the K-th CUDA device).
@@ -67,6 +67,15 @@ def _torch():
     except ImportError:  # pragma: no cover - torch is a dependency of the package
         raise RuntimeError("--device other than cpu needs torch (pip install torch)") from None
     return torch
+
+
+def is_device_name(text: str) -> bool:
+    """Whether ``text`` names a device of :data:`DEVICE_CHOICES` (``cuda:3`` does, ``cuda:K`` and ``gpu`` do not).
+
+    >>> [is_device_name(t) for t in ("cpu", "cuda:3", "cuda:K", "gpu")]
+    [True, True, False, False]
+    """
+    return text in ("cpu", "auto", "torch-cpu") or bool(_CUDA.fullmatch(text))
 
 
 def resolve_device(name) -> Device:

