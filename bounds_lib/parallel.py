@@ -66,6 +66,7 @@ __all__ = [
     "work_units",
     "unit_steps",
     "unit_memory_estimate",
+    "lean_unit",
     "memory_budget",
     "available_memory",
     "choose_workers",
@@ -108,24 +109,51 @@ def _part_label(part) -> str:
     return part if isinstance(part, str) else ".".join(str(x) for x in part)
 
 
+def _ffn_size(spec: ArchitectureSpec, part, dtype, source=None, layer: int = 0) -> tuple:
+    """``(m, n, stored itemsize)`` of a feed-forward unit's matrix (``m = N`` rows), from the stored tensors
+    when ``source`` is given, else from the layout."""
+    s = np.dtype(dtype).itemsize
+    N = spec.hidden
+    if source is not None:
+        names = list(part_tensor_names(spec, layer, part).values())
+        elements = sum(math.prod(source.shape(n)) for n in names)
+        return N, elements // N, _stored_dtype(source, names, np.dtype(dtype)).itemsize
+    wide = part_kind(part) == "M_in" and spec.gated_ffn
+    return N, (2 if wide else 1) * spec.d_ff, s
+
+
 def unit_memory_estimate(spec: ArchitectureSpec, part, dtype="float64", *, entrywise: bool = False,
-                         mode: str = "clean") -> int:
+                         mode: str = "clean", lean: bool = False, source=None, layer: int = 0) -> int:
     """Bytes a worker holds at most while it computes ``part`` (its base memory excluded).
 
     A dense feed-forward matrix of m×n entries is held widened (``m·n`` in ``dtype``), LAPACK
-    decomposes a copy of it (``m·n`` more) in a workspace of about ``min(m, n)²``; the attention part
-    holds its four projections, their per-head stacks and the key-side products (three times the
-    projections), plus the 64 MB chunks of the (1,1) norms, plus an N×N product and its copy per head
-    in paper mode. Checked against measured peaks by ``benchmarks/bench_scale_llama.py``.
+    decomposes a copy of it (``m·n`` more) in a workspace of about ``min(m, n)²``. Factored lean
+    (:func:`_lean_dense`) it is held as stored (``m·n`` in the stored precision, half as much again
+    while a gated ``M_in`` is filled), plus ``R``, the SVD's copy of ``R`` and its workspace
+    (``3·min(m, n)²``) and one 16 MB block. The attention part holds its four projections, their
+    per-head stacks and the key-side products (three times the projections), plus the 64 MB chunks of
+    the (1,1) norms, plus an N×N product and its copy per head in paper mode. Compared with measured
+    peaks by ``benchmarks/bench_scale_llama.py``.
     """
     s = np.dtype(dtype).itemsize
-    N, H, Hk, d, F = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_ff
-    kind = part_kind(part)
-    if kind == "attention":
+    N, H, Hk, d = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim
+    if part_kind(part) == "attention":
         proj = s * (2 * H * d * N + 2 * Hk * d * N)
         return 3 * proj + (64 * MB if entrywise else 0) + (3 * s * N * N if mode == "paper" else 0)
-    m, n = (N, 2 * F) if (kind == "M_in" and spec.gated_ffn) else (N, F)
-    return s * (2 * m * n + min(m, n) ** 2)
+    m, n, stored = _ffn_size(spec, part, dtype, source, layer)
+    k = min(m, n)
+    if lean:
+        return int(1.5 * stored * m * n) + 3 * s * k * k + _CHUNK_BYTES
+    return s * (2 * m * n + k * k)
+
+
+def lean_unit(spec: ArchitectureSpec, part, dtype, *, source=None, layer: int = 0, device=None,
+              budget: int | None = None) -> bool:
+    """Whether a unit is factored lean (:func:`_lean_dense`): a feed-forward matrix on the CPU whose dense
+    factorization (:func:`unit_memory_estimate` plus a worker's base) would not fit ``budget``."""
+    if part_kind(part) == "attention" or device not in (None, "cpu") or budget is None:
+        return False
+    return WORKER_BASE_BYTES + unit_memory_estimate(spec, part, dtype, source=source, layer=layer) > budget
 
 
 def memory_budget(source: TensorSource) -> int:
@@ -262,6 +290,8 @@ class UnitTask:
     blas_threads: int | None = None
     resume: str | None = None
     key: str | None = None
+    lean: bool = False
+    chunk_bytes: int = 16 * MB
 
 
 def _blas_threads():
@@ -276,17 +306,120 @@ def _blas_threads():
 
 
 def _maxrss_bytes() -> int | None:
+    """This process's peak resident memory: ``VmHWM`` of ``/proc/self/status`` on Linux.
+
+    Not ``getrusage``: a process started by fork and exec (a spawned worker, a benchmark's child)
+    reports there the larger of its own peak and its parent's resident memory at the fork.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import resource
 
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kilobytes
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
     except Exception:  # pragma: no cover - not POSIX
         return None
+
+
+#: Rows of the tall matrix widened at a time by :func:`_lean_dense` (at most this many bytes).
+_CHUNK_BYTES = 16 * MB
+_EXACT = {"F16": "float16", "float16": "float16", "BF16": "float32", "bfloat16": "float32", "F32": "float32",
+          "float32": "float32"}
+
+
+def _stored_dtype(source: TensorSource, names, working: np.dtype) -> np.dtype:
+    """The narrowest dtype that holds the stored tensors ``names`` exactly and is no wider than ``working``
+    (float16 for F16, float32 for BF16 and F32; ``working`` for anything else)."""
+    kinds = {_EXACT.get(str(source.dtype(n)).replace("torch.", ""), working.name) for n in names}
+    dt = max((np.dtype(k) for k in kinds), key=lambda d: d.itemsize)
+    return dt if dt.itemsize <= working.itemsize else working
+
+
+def _lean_dense(source: TensorSource, task: UnitTask, cache=None):
+    """The :class:`~bounds_lib.spectra.MatrixSpectrum` of a large ``M_in``/``M_out`` unit, factored lean.
+
+    ``W`` is read in its stored precision (float16 stays float16: a quarter of float64), and the tall
+    orientation ``Z`` (``W`` or ``Wᵀ``, more rows than columns) is widened a block of rows at a time into a
+    triangular-pentagonal QR (LAPACK ``tpqrt``) that updates one n×n factor ``R``: ``[R; Z_block] = Q R'``.
+    The singular values of ``R`` are those of ``Z``, hence of ``W``; the norms are accumulated block by
+    block on the same scaled entries as the dense path (the power of two of
+    ``bounds_lib.norms._pow2_scaled``). Peak: ``W`` as stored + ``R`` + one block, instead of ``W``
+    widened + LAPACK's copy. The numbers agree with the dense SVD within
+    :func:`bounds_lib.devices.spectra_agree` (tested), not bit for bit. ``None`` unless the caller chose
+    the lean path for this unit (``task.lean``: its dense factorization would not fit the per-worker
+    budget, :func:`lean_units`).
+    """
+    from types import SimpleNamespace
+
+    from .checkpoints import part_expert
+    from .spectra import MatrixSpectrum, SpectraCache, _check_finite
+
+    if not task.lean:
+        return None
+    kind = part_kind(task.part)
+    working = np.dtype(task.dtype)
+    names = list(part_tensor_names(task.arch, task.layer, task.part).values())
+    lw = _read_layer(source, task.arch, task.layer, _stored_dtype(source, names, working), (task.part,))
+    W = lw.matrix(task.part)
+    del lw
+    if cache is None:
+        s, a, b = _tsqr_spectrum(W, working, task.chunk_bytes)
+    else:
+        key = SpectraCache.digest(W, tag=f"{kind}|tsqr|{working.name}|{task.chunk_bytes}")
+        s, a, b = cache.get_or_compute(key, lambda: _tsqr_spectrum(W, working, task.chunk_bytes))
+    _check_finite([(s, a, b)], SimpleNamespace(layer=task.layer), kind, working.name)
+    return [MatrixSpectrum(task.layer, -1, kind, tuple(W.shape), s, a, b, part_expert(task.part))]
+
+
+def _tsqr_spectrum(W: np.ndarray, working: np.dtype, chunk_bytes: int | None = None) -> tuple:
+    """``(sigma, norm_21, norm_11)`` of ``W`` by blocked TSQR in ``working`` precision (see :func:`_lean_dense`);
+    blocks of at most ``chunk_bytes`` (default ``_CHUNK_BYTES``; the caller's, so that every worker
+    blocks alike and gives the same bits)."""
+    from scipy.linalg import lapack
+
+    from .devices import svdvals
+    from .norms import _SAFE_EXPONENT
+    from .spectra import _unscale
+
+    m = max(float(W.max()), -float(W.min())) if W.size else 0.0
+    e = 0 if (m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT) else math.frexp(m)[1]
+    tall = W.shape[0] >= W.shape[1]
+    rows, n = W.shape if tall else W.shape[::-1]
+    tpqrt, = lapack.get_lapack_funcs(("tpqrt",), dtype=working)
+    R = np.zeros((n, n), dtype=working, order="F")
+    step = max(1, (chunk_bytes or _CHUNK_BYTES) // (n * working.itemsize))
+    colsq = np.zeros(n, dtype=working)  # tall (Z = W): the column norms of W accumulate over its row blocks
+    n21 = n11 = 0.0
+    for i in range(0, rows, step):
+        # always a copy: tpqrt overwrites its block, and a one-row slice or a whole Wᵀ is Fortran-ordered already
+        block = np.array(W[i:i + step] if tall else W[:, i:i + step].T, dtype=working, order="F", copy=True)
+        if e:
+            np.ldexp(block, -e, out=block)
+        if tall:
+            colsq += np.einsum("ij,ij->j", block, block)
+        else:  # Z = Wᵀ: its rows are the columns of W
+            n21 += float(np.sum(np.linalg.norm(block, axis=1)))
+        n11 += float(np.sum(np.abs(block)))
+        R, block, _, info = tpqrt(0, min(n, 64), R, block, overwrite_a=True, overwrite_b=True)
+        if info != 0:  # pragma: no cover - LAPACK reports only argument errors here
+            raise RuntimeError(f"LAPACK tpqrt failed (info={info})")
+    if tall:
+        n21 = float(np.sum(np.sqrt(colsq)))
+    s, a, b = _unscale(svdvals(np.triu(R)), n21, n11, e)
+    s.flags.writeable = False
+    return s, a, b
 
 
 def _compute(source: TensorSource, task: UnitTask, cache=None) -> list:
     from .spectra import layer_spectra
 
+    lean = _lean_dense(source, task, cache)
+    if lean is not None:
+        return lean
     lw = _read_layer(source, task.arch, task.layer, np.dtype(task.dtype), (task.part,))
     kw = {} if task.device is None else {"device": task.device}
     return layer_spectra(lw, task.mode, entrywise=task.entrywise, cache=cache, **kw)
@@ -362,7 +495,8 @@ def _checkpoint_identity(source: TensorSource) -> str:
 def _unit_key(identity, source, task: UnitTask) -> str:
     h = hashlib.blake2b(digest_size=20)
     h.update(repr((_RESUME_FORMAT, identity, task.layer, _part_label(task.part), task.mode, task.dtype,
-                   task.entrywise, task.device or "cpu", task.arch.to_dict())).encode())
+                   task.entrywise, task.device or "cpu", task.lean, task.chunk_bytes,
+                   task.arch.to_dict())).encode())
     if identity is None:  # weights in memory: the bytes of the unit's tensors are their identity
         for name in part_tensor_names(task.arch, task.layer, task.part).values():
             A = np.ascontiguousarray(source.read_raw(name))
@@ -466,15 +600,20 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
     identity = _checkpoint_identity(source) if (store is not None and opener is not None) else None
     threads = _blas_threads()
     tasks = []
+    budget = memory_budget(source)
     for layer, part in units:
-        t = UnitTask(opener, arch, layer, part, mode, dtype, entrywise, device, threads)
+        lean = lean_unit(arch, part, dtype, source=source, layer=layer, device=device, budget=budget)
+        t = UnitTask(opener, arch, layer, part, mode, dtype, entrywise, device, threads, lean=lean,
+                     chunk_bytes=_CHUNK_BYTES)
         if store is not None:
             t = replace(t, resume=str(store.folder.resolve()), key=_unit_key(identity, source, t))
         tasks.append(t)
-    estimate = WORKER_BASE_BYTES + max(unit_memory_estimate(arch, p, dtype, entrywise=entrywise, mode=mode)
-                                       for p in layer_parts(arch, 0))
+    estimate = WORKER_BASE_BYTES + max(
+        unit_memory_estimate(arch, t.part, dtype, entrywise=entrywise, mode=mode, lean=t.lean, source=source,
+                             layer=t.layer) for t in tasks)
     meta = {"units": len(units), "per_worker_estimate_MB": round(estimate / MB, 1),
-            "budget_MB": round(memory_budget(source) / MB, 1), "blas_threads_per_worker": threads}
+            "budget_MB": round(budget / MB, 1), "blas_threads_per_worker": threads,
+            "units_factored_lean": sum(t.lean for t in tasks)}
     results = [None] * len(units)
     todo = list(range(len(units)))
     if store is not None:
@@ -488,7 +627,12 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
             for g in unit_steps(tasks[i].part):
                 on_step(g)
 
+    peaks = {}
+
     def finished(i, res):
+        if res.get("maxrss") is not None:  # each worker's peak memory so far (what the budget is about)
+            w = f"{res['host']}:{res['pid']}"
+            peaks[w] = max(peaks.get(w, 0), res["maxrss"])
         if res["computed"]:
             counts["computed"] += 1
         else:
@@ -544,5 +688,6 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
                 futures = {pool.submit(run_unit, tasks[i]): i for i in todo}
                 for fut in as_completed(futures):
                     finished(futures[fut], fut.result())
-    meta.update(units_computed=counts["computed"], units_resumed=counts["resumed"])
+    meta.update(units_computed=counts["computed"], units_resumed=counts["resumed"],
+                worker_peak_MB={w: round(b / MB, 1) for w, b in sorted(peaks.items())})
     return [m for r in results for m in r], meta

@@ -230,7 +230,7 @@ def test_dask_local_cluster_gives_the_local_numbers(llama_dir):
     with threadpool_limits(1, user_api="blas"):
         here = compute_spectra(llama_dir, mode="paper")
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
             remote = compute_spectra(llama_dir, mode="paper", scheduler=client)
     assert remote.meta["parallel"]["backend"] == "dask" and remote.meta["parallel"]["workers"] == 2
     _same_model(here, remote)
@@ -242,7 +242,7 @@ def test_dask_worker_processes_give_the_local_numbers(llama_dir):
     with threadpool_limits(1, user_api="blas"):
         here = compute_spectra(llama_dir)
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
             pids = client.run(lambda: __import__("os").getpid())
             remote = compute_spectra(llama_dir, scheduler=client)
     assert len(set(pids.values()) - {__import__("os").getpid()}) == 2  # two other processes
@@ -351,7 +351,7 @@ def test_a_killed_worker_loses_no_finished_unit(tmp_path, monkeypatch):
     folder = tmp_path / "resume"
     with threadpool_limits(1, user_api="blas"):
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
             box = {}
             run = threading.Thread(target=lambda: box.update(sp=compute_spectra(model, scheduler=client,
                                                                                 resume=folder)))
@@ -394,3 +394,105 @@ def test_cli_jobs_and_resume(llama_dir, tmp_path, capsys):
     assert main(["analyze", str(llama_dir), "--resume", str(tmp_path / "file"), "--quiet"]) == 1
     assert "--resume" in capsys.readouterr().err
     assert main(["analyze", str(llama_dir), "--scheduler-timeout", "0", "--quiet"]) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# The lean factorization of large feed-forward matrices
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family, sizes", [
+    ("llama", dict(N=32, H=4, Hkv=2, F=48)),    # M_in = [G|U] 32 x 96 (wide), M_out 48 x 32 (tall)
+    ("gpt2", dict(N=24, H=3, F=16)),            # d_ff < N: M_in 24 x 16 tall, M_out 16 x 24 wide
+    ("bert", dict(N=12, H=3, F=20)),
+])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_lean_path_agrees_with_the_dense_svd(tmp_path, monkeypatch, family, sizes, dtype):
+    from bounds_lib.devices import spectra_agree
+
+    model = write_tiny(tmp_path / family, family, L=2, **sizes)
+    dense = compute_spectra(model, dtype=dtype)
+    assert dense.meta["parallel"]["units_factored_lean"] == 0
+    monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # nothing fits: every M_in, M_out lean
+    monkeypatch.setattr(PAR, "_CHUNK_BYTES", 5 * 8 * sizes["N"])  # several blocks, a one-row last block too
+    lean = compute_spectra(model, dtype=dtype)
+    assert lean.meta["parallel"]["units_factored_lean"] == 4
+    rtol = 1e-13 if dtype == "float64" else 1e-5
+    worst = 0.0
+    for a, b in zip(dense.matrices, lean.matrices):
+        assert a.label() == b.label() and a.shape == b.shape
+        if a.matrix_type in ("QK", "V"):
+            np.testing.assert_array_equal(a.sigma, b.sigma)
+            continue
+        ok, w = spectra_agree(a.sigma, b.sigma, a.shape, np.dtype(dtype))
+        worst = max(worst, w)
+        assert ok, (a.label(), w)
+        np.testing.assert_allclose([b.norm_21, b.norm_11], [a.norm_21, a.norm_11], rtol=rtol)
+    assert worst < 0.5  # measured at most 0.05 of the tolerance
+    with threadpool_limits(1, user_api="blas"):  # the pool gives the lean numbers of the in-process run
+        _same_model(compute_spectra(model, dtype=dtype), compute_spectra(model, dtype=dtype, jobs=2))
+
+
+def test_the_lean_agreement_check_sees_a_changed_entry():
+    """Power: the tolerance of the test above rejects the spectrum of a matrix with one entry changed by 1e-6."""
+    from bounds_lib.devices import spectra_agree
+    from bounds_lib.spectra import _dense_spectrum
+
+    W = np.random.default_rng(0).standard_normal((40, 100))
+    s_lean = PAR._tsqr_spectrum(W, np.dtype("float64"))[0]
+    V = W.copy()
+    V[3, 7] += 1e-6
+    assert spectra_agree(s_lean, _dense_spectrum(W)[0], W.shape)[0]
+    assert not spectra_agree(s_lean, _dense_spectrum(V)[0], W.shape)[0]
+
+
+def test_extreme_weights_are_scaled_in_the_lean_path_as_in_the_dense_one():
+    from bounds_lib.devices import spectra_agree
+    from bounds_lib.spectra import _dense_spectrum
+
+    W = np.random.default_rng(1).standard_normal((30, 70))
+    for scale in (2.0 ** 600, 2.0 ** -600):
+        s, n21, n11 = PAR._tsqr_spectrum(W * scale, np.dtype("float64"))
+        s0, a0, b0 = _dense_spectrum(W * scale)
+        assert np.all(np.isfinite(s)) and s[0] > 0
+        assert spectra_agree(s / scale, s0 / scale, W.shape)[0]
+        np.testing.assert_allclose([n21, n11], [a0, b0], rtol=1e-13)
+
+
+def test_a_dense_unit_goes_lean_only_when_it_would_not_fit_the_budget():
+    tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
+    src = open_checkpoint(tensors, config=config)
+    spec = detect_architecture(src)
+    need = PAR.WORKER_BASE_BYTES + PAR.unit_memory_estimate(spec, "M_in", source=src)
+    assert PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need - 1)
+    assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need)
+    assert not PAR.lean_unit(spec, "attention", "float64", source=src, budget=1)
+    assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=1, device="cuda")
+    # lean: [G|U] (16 x 80) held as stored (float32) and half of it again while filling, R, its SVD copy and
+    # workspace in float64, one block
+    assert PAR.unit_memory_estimate(spec, "M_in", lean=True, source=src) == \
+        int(1.5 * 4 * 16 * 80) + 3 * 8 * 16 ** 2 + PAR._CHUNK_BYTES
+
+
+def test_device_reaches_every_unit(llama_dir, tmp_path, monkeypatch):
+    from bounds_lib.cli import main
+
+    seen = []
+    inner = PAR._compute
+
+    def spy(source, task, cache=None):
+        seen.append(task.device)
+        return inner(source, task, cache)
+
+    monkeypatch.setattr(PAR, "_compute", spy)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(llama_dir), "--jobs", "1", "--device", "cpu", "--json", str(out), "--quiet",
+                 "--no-progress"]) == 0
+    assert seen == ["cpu"] * 9 and json.loads(out.read_text())["meta"]["device"] == "cpu"
+    torch_cpu = compute_spectra(llama_dir, device="torch-cpu")
+    here = compute_spectra(llama_dir)
+    from bounds_lib.devices import spectra_agree
+
+    for a, b in zip(here.matrices, torch_cpu.matrices):
+        assert spectra_agree(a.sigma, b.sigma, a.shape)[0]
+    assert seen[-18:-9] == ["torch-cpu"] * 9
