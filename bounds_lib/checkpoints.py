@@ -1031,7 +1031,8 @@ def _stack_prefix(source: TensorSource, stack: str, first: str, model_type, pref
     found = sorted({m.group(1) for n in source.names() if (m := pat.match(n))}, key=lambda p: (len(p), p))
     if not found:
         raise CheckpointError(f"{source.description}: no tensor named like '{stack}.0.{first}' — the weights "
-                              f"do not match the {model_type!r} layout of config.json")
+                              f"do not match the {model_type!r} layout of config.json"
+                              + _in_memory_hint(source, _FAMILY_OF.get(str(model_type))))
     shown = ", ".join(repr(p) for p in found)
     if prefix is not None:
         if not isinstance(prefix, str):
@@ -1134,7 +1135,8 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
         for role, name in spec.tensor_names(layer).items():
             if name not in source:
                 raise CheckpointError(f"{source.description}: layer {layer} has no {name[len(block):]!r} tensor "
-                                      f"(looked for {name!r}); the checkpoint is incomplete")
+                                      f"(looked for {name!r}); the checkpoint is incomplete"
+                                      + _in_memory_hint(source, family))
             got = tuple(source.shape(name))
             if got != shapes[role]:
                 raise CheckpointError(f"{source.description}: tensor {name!r} has shape {got}, expected "
@@ -1147,6 +1149,19 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
             raise CheckpointError(f"{source.description}: config.json says {E} experts per layer "
                                   f"(num_local_experts) but layer 0 holds at least {n_found}; fix config.json")
     return spec
+
+
+#: A tensor-name ending that only transformers 5's in-memory layout of a family has (not its saved one).
+_IN_MEMORY_MARKERS = {"mixtral": "mlp.experts.gate_up_proj", "vit": "attention.q_proj.weight"}
+
+
+def _in_memory_hint(source: TensorSource, family: str | None) -> str:
+    """A hint for a state dict taken from a transformers 5 module whose memory layout is not the saved one."""
+    marker = _IN_MEMORY_MARKERS.get(family)
+    if marker is None or not any(n.endswith(marker) for n in source.names()):
+        return ""
+    return (f" (these are transformers' in-memory names ('…{marker}'): pass the model itself, or a folder "
+            "written by save_pretrained)")
 
 
 def _family_activation(cfg: dict, family: str, model_type: str, description: str) -> str:
