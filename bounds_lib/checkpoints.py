@@ -1342,7 +1342,7 @@ class LayerWeights:
     @property
     def dtype(self) -> np.dtype:
         """The dtype of the arrays held (that of the first part read)."""
-        for W in (self.Wq, self.M_in, self.M_out, *self.expert_matrices.values()):
+        for W in (self.Wq, self.Wv, self.M_in, self.M_out, *self.expert_matrices.values()):
             if W is not None:
                 return W.dtype
         raise ValueError(f"layer {self.layer}: no weights were read")
@@ -1359,8 +1359,8 @@ class LayerWeights:
             raise ValueError(f"layer {self.layer}: part {part!r} is not a dense matrix that was read")
         return W
 
-    def _attention(self):
-        if self.Wq is None:
+    def _attention(self, W):
+        if W is None:
             raise ValueError(f"layer {self.layer}: the attention projections were not read (parts={self.parts})")
 
     def _cols(self, h):
@@ -1369,22 +1369,22 @@ class LayerWeights:
 
     def W_Q(self, h: int) -> np.ndarray:
         """``W_{Q,h}`` (N×d_h)."""
-        self._attention()
+        self._attention(self.Wq)
         return self.Wq[:, self._cols(h)]
 
     def W_K(self, h: int) -> np.ndarray:
         """``W_{K,h}`` (N×d_h) — the key group of query head ``h``."""
-        self._attention()
+        self._attention(self.Wk)
         return self.Wk[:, self._cols(self.spec.kv_group(h))]
 
     def W_V(self, h: int) -> np.ndarray:
         """``W_{V,h}`` (N×d_h) — the value group of query head ``h``."""
-        self._attention()
+        self._attention(self.Wv)
         return self.Wv[:, self._cols(self.spec.kv_group(h))]
 
     def W_O(self, h: int) -> np.ndarray:
         """``W_{O,h}`` (d_h×N) — the rows of the output projection that read head ``h``."""
-        self._attention()
+        self._attention(self.Wo)
         return self.Wo[self._cols(h), :]
 
     def QK(self, h: int) -> np.ndarray:

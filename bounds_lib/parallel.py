@@ -109,9 +109,9 @@ def _part_label(part) -> str:
     return part if isinstance(part, str) else ".".join(str(x) for x in part)
 
 
-def _ffn_size(spec: ArchitectureSpec, part, dtype, source=None, layer: int = 0) -> tuple:
+def _ffn_size(spec: ArchitectureSpec, part, dtype, source=None, layer: int = 0, stored=None) -> tuple:
     """``(m, n, stored itemsize)`` of a feed-forward unit's matrix (``m = N`` rows), from the stored tensors
-    when ``source`` is given, else from the layout."""
+    when ``source`` is given, else from the layout (stored in ``stored``, default ``dtype``)."""
     s = np.dtype(dtype).itemsize
     N = spec.hidden
     if source is not None:
@@ -119,18 +119,20 @@ def _ffn_size(spec: ArchitectureSpec, part, dtype, source=None, layer: int = 0) 
         elements = sum(math.prod(source.shape(n)) for n in names)
         return N, elements // N, _stored_dtype(source, names, np.dtype(dtype)).itemsize
     wide = part_kind(part) == "M_in" and spec.gated_ffn
-    return N, (2 if wide else 1) * spec.d_ff, s
+    return N, (2 if wide else 1) * spec.d_ff, s if stored is None else np.dtype(stored).itemsize
 
 
 def unit_memory_estimate(spec: ArchitectureSpec, part, dtype="float64", *, entrywise: bool = False,
-                         mode: str = "clean", lean: bool = False, source=None, layer: int = 0) -> int:
+                         mode: str = "clean", lean: bool = False, source=None, layer: int = 0,
+                         stored=None) -> int:
     """Bytes a worker holds at most while it computes ``part`` (its base memory excluded).
 
     A dense feed-forward matrix of m×n entries is held widened (``m·n`` in ``dtype``), LAPACK
     decomposes a copy of it (``m·n`` more) in a workspace of about ``min(m, n)²``. Factored lean
     (:func:`_lean_dense`) it is held as stored (``m·n`` in the stored precision, half as much again
     while a gated ``M_in`` is filled), plus ``R``, the SVD's copy of ``R`` and its workspace
-    (``3·min(m, n)²``) and one 16 MB block. The attention part holds its four projections, their
+    (``3·min(m, n)²``) and one 16 MB block. The sizes are the stored tensors' (``source``, ``layer``) or
+    the layout's, stored in ``stored`` (default ``dtype``). The attention part holds its four projections, their
     per-head stacks and the key-side products (three times the projections), plus the 64 MB chunks of
     the (1,1) norms, plus an N×N product and its copy per head in paper mode. Compared with measured
     peaks by ``benchmarks/bench_scale_llama.py``.
@@ -139,8 +141,9 @@ def unit_memory_estimate(spec: ArchitectureSpec, part, dtype="float64", *, entry
     N, H, Hk, d = spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim
     if part_kind(part) == "attention":
         proj = s * (2 * H * d * N + 2 * Hk * d * N)
-        return 3 * proj + (64 * MB if entrywise else 0) + (3 * s * N * N if mode == "paper" else 0)
-    m, n, stored = _ffn_size(spec, part, dtype, source, layer)
+        extra = (64 * MB if entrywise else 0) + (3 * s * N * N if mode == "paper" else 0)
+        return (3 * proj if lean else 4 * proj) // 2 + extra
+    m, n, stored = _ffn_size(spec, part, dtype, source, layer, stored)
     k = min(m, n)
     if lean:
         return int(1.5 * stored * m * n) + 3 * s * k * k + _CHUNK_BYTES
@@ -149,9 +152,11 @@ def unit_memory_estimate(spec: ArchitectureSpec, part, dtype="float64", *, entry
 
 def lean_unit(spec: ArchitectureSpec, part, dtype, *, source=None, layer: int = 0, device=None,
               budget: int | None = None) -> bool:
-    """Whether a unit is factored lean (:func:`_lean_dense`): a feed-forward matrix on the CPU whose dense
-    factorization (:func:`unit_memory_estimate` plus a worker's base) would not fit ``budget``."""
-    if part_kind(part) == "attention" or device not in (None, "cpu") or budget is None:
+    """Whether a unit is computed lean: when it would not fit ``budget`` otherwise
+    (:func:`unit_memory_estimate` plus a worker's base). A feed-forward matrix on the CPU is then
+    factored by TSQR from its stored precision (:func:`_lean_dense`); the attention part computes its
+    ``QK`` heads and its ``V`` heads one after the other, each with only its two projections read."""
+    if budget is None or (part_kind(part) != "attention" and device not in (None, "cpu")):
         return False
     return WORKER_BASE_BYTES + unit_memory_estimate(spec, part, dtype, source=source, layer=layer) > budget
 
@@ -358,9 +363,9 @@ def _lean_dense(source: TensorSource, task: UnitTask, cache=None):
     from .checkpoints import part_expert
     from .spectra import MatrixSpectrum, SpectraCache, _check_finite
 
-    if not task.lean:
-        return None
     kind = part_kind(task.part)
+    if not task.lean or kind == "attention":
+        return None
     working = np.dtype(task.dtype)
     names = list(part_tensor_names(task.arch, task.layer, task.part).values())
     lw = _read_layer(source, task.arch, task.layer, _stored_dtype(source, names, working), (task.part,))
@@ -420,6 +425,16 @@ def _compute(source: TensorSource, task: UnitTask, cache=None) -> list:
     lean = _lean_dense(source, task, cache)
     if lean is not None:
         return lean
+    if task.lean and part_kind(task.part) == "attention":
+        # in halves: the QK heads with only Wq, Wk held, then the V heads with only Wv, Wo (read again)
+        out = []
+        for group, drop in (("QK", ("Wv", "Wo")), ("V", ("Wq", "Wk"))):
+            lw = _read_layer(source, task.arch, task.layer, np.dtype(task.dtype), (task.part,))
+            lw = replace(lw, **dict.fromkeys(drop))
+            kw = {} if task.device is None else {"device": task.device}
+            out += layer_spectra(lw, task.mode, entrywise=task.entrywise, cache=cache, attention=(group,), **kw)
+            del lw
+        return out
     lw = _read_layer(source, task.arch, task.layer, np.dtype(task.dtype), (task.part,))
     kw = {} if task.device is None else {"device": task.device}
     return layer_spectra(lw, task.mode, entrywise=task.entrywise, cache=cache, **kw)

@@ -338,13 +338,16 @@ def _check_finite(res, lw, matrix_type, dtype_name):
 
 
 def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache | None = None,
-                  entrywise: bool = True, on_step=None, device=None) -> list:
+                  entrywise: bool = True, on_step=None, device=None, attention=("QK", "V")) -> list:
     """All :class:`MatrixSpectrum` of the parts of one layer that ``lw`` holds, in the order of its parts.
 
     For a whole layer (:func:`bounds_lib.checkpoints.layer_parts`): H ``QK``, H ``Ṽ`` (the part
     ``"attention"``), then ``M_in``, ``M_out``. A :class:`~bounds_lib.checkpoints.LayerWeights` read
     with ``parts=`` gives the spectra of those parts only, the same numbers as in the whole layer.
     ``on_step(name)`` is called after each matrix group (``"QK"``, ``"V"``, ``"M_in"``, ``"M_out"``).
+    ``attention`` names the attention groups to compute (``("QK",)`` needs only ``Wq``, ``Wk``;
+    ``("V",)`` only ``Wv``, ``Wo``: :mod:`bounds_lib.parallel` computes a large layer's two groups one
+    after the other, each with only its own projections in memory).
     ``device`` (:func:`bounds_lib.devices.resolve_device`: ``"cpu"``, ``"cuda"``, ``"auto"``, …) runs
     the dense SVDs there (``M_in``, ``M_out``, the paper mode's N×N products); the numbers agree with
     the CPU's within :func:`bounds_lib.devices.spectra_agree`.
@@ -416,11 +419,13 @@ def layer_spectra(lw: LayerWeights, mode: str = "clean", *, cache: SpectraCache 
         if part_kind(part) != "attention":
             dense(part)
             continue
-        heads("QK", lw.Wq, lw.Wk, lw.QK)
-        # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
-        Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
-        heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
-        del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
+        if "QK" in attention:
+            heads("QK", lw.Wq, lw.Wk, lw.QK)
+        if "V" in attention:
+            # Ṽ_h = W_{V,g(h)} W_{O,h}: A = value columns of the group (repeated per head), B = W_{O,h}ᵀ
+            Wv_heads = np.concatenate([lw.W_V(h) for h in range(H)], axis=1) if Hk != H else lw.Wv
+            heads("V", Wv_heads, lw.Wo.T, lw.V_tilde)
+            del Wv_heads  # (GQA: an N×H·d_h copy) not held during the dense SVDs below
     return out
 
 

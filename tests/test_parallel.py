@@ -416,7 +416,7 @@ def test_the_lean_path_agrees_with_the_dense_svd(tmp_path, monkeypatch, family, 
     monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # nothing fits: every M_in, M_out lean
     monkeypatch.setattr(PAR, "_CHUNK_BYTES", 5 * 8 * sizes["N"])  # several blocks, a one-row last block too
     lean = compute_spectra(model, dtype=dtype)
-    assert lean.meta["parallel"]["units_factored_lean"] == 4
+    assert lean.meta["parallel"]["units_factored_lean"] == 6  # attention in halves, M_in and M_out by TSQR
     rtol = 1e-13 if dtype == "float64" else 1e-5
     worst = 0.0
     for a, b in zip(dense.matrices, lean.matrices):
@@ -463,10 +463,12 @@ def test_a_dense_unit_goes_lean_only_when_it_would_not_fit_the_budget():
     tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
     src = open_checkpoint(tensors, config=config)
     spec = detect_architecture(src)
+    assert PAR.unit_memory_estimate(spec, "attention", lean=True) < PAR.unit_memory_estimate(spec, "attention")
     need = PAR.WORKER_BASE_BYTES + PAR.unit_memory_estimate(spec, "M_in", source=src)
     assert PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need - 1)
     assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need)
-    assert not PAR.lean_unit(spec, "attention", "float64", source=src, budget=1)
+    assert PAR.lean_unit(spec, "attention", "float64", source=src, budget=1)  # in halves
+    assert not PAR.lean_unit(spec, "attention", "float64", source=src, budget=10**12)
     assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=1, device="cuda")
     # lean: [G|U] (16 x 80) held as stored (float32) and half of it again while filling, R, its SVD copy and
     # workspace in float64, one block
