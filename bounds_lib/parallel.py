@@ -129,7 +129,7 @@ def unit_memory_estimate(spec: ArchitectureSpec, part, dtype="float64", *, entry
 
     A dense feed-forward matrix of m×n entries is held widened (``m·n`` in ``dtype``), LAPACK
     decomposes a copy of it (``m·n`` more) in a workspace of about ``min(m, n)²``. Factored lean
-    (:func:`_lean_dense`) it is held as stored (``m·n`` in the stored precision, half as much again
+    (``_lean_dense``) it is held as stored (``m·n`` in the stored precision, half as much again
     while a gated ``M_in`` is filled), plus ``R``, the SVD's copy of ``R`` and its workspace
     (``3·min(m, n)²``) and one 16 MB block. The sizes are the stored tensors' (``source``, ``layer``) or
     the layout's, stored in ``stored`` (default ``dtype``). The attention part holds its four projections, their
@@ -154,7 +154,7 @@ def lean_unit(spec: ArchitectureSpec, part, dtype, *, source=None, layer: int = 
               budget: int | None = None) -> bool:
     """Whether a unit is computed lean: when it would not fit ``budget`` otherwise
     (:func:`unit_memory_estimate` plus a worker's base). A feed-forward matrix on the CPU is then
-    factored by TSQR from its stored precision (:func:`_lean_dense`); the attention part computes its
+    factored by TSQR from its stored precision (``_lean_dense``); the attention part computes its
     ``QK`` heads and its ``V`` heads one after the other, each with only its two projections read."""
     if budget is None or (part_kind(part) != "attention" and device not in (None, "cpu")):
         return False
@@ -273,7 +273,7 @@ _OPENED: dict = {}  # per process: a worker opens each checkpoint once (headers 
 
 
 def _opener(source: TensorSource):
-    """An :class:`_Opener` for a file-backed source, ``None`` for weights in memory."""
+    """An ``_Opener`` for a file-backed source, ``None`` for weights in memory."""
     if source.storage not in ("safetensors", "pytorch-bin") or not hasattr(source, "files"):
         return None
     return _Opener(source.storage, tuple(str(Path(f).resolve()) for f in source.files),
@@ -284,7 +284,7 @@ def _opener(source: TensorSource):
 class UnitTask:
     """What a worker needs for one unit — a few hundred bytes, never an array."""
 
-    opener: _Opener | None
+    opener: object  # the private ``_Opener`` of a checkpoint on disk; None for weights in memory
     arch: ArchitectureSpec
     layer: int
     part: object
@@ -330,7 +330,7 @@ def _maxrss_bytes() -> int | None:
         return None
 
 
-#: Rows of the tall matrix widened at a time by :func:`_lean_dense` (at most this many bytes).
+#: Rows of the tall matrix widened at a time by ``_lean_dense`` (at most this many bytes).
 _CHUNK_BYTES = 16 * MB
 _EXACT = {"F16": "float16", "float16": "float16", "BF16": "float32", "bfloat16": "float32", "F32": "float32",
           "float32": "float32"}
@@ -354,9 +354,9 @@ def _lean_dense(source: TensorSource, task: UnitTask, cache=None):
     block on the same scaled entries as the dense path (the power of two of
     ``bounds_lib.norms._pow2_scaled``). Peak: ``W`` as stored + ``R`` + one block, instead of ``W``
     widened + LAPACK's copy. The numbers agree with the dense SVD within
-    :func:`bounds_lib.devices.spectra_agree` (tested), not bit for bit. ``None`` unless the caller chose
+    ``bounds_lib.devices.spectra_agree`` (tested), not bit for bit. ``None`` unless the caller chose
     the lean path for this unit (``task.lean``: its dense factorization would not fit the per-worker
-    budget, :func:`lean_units`).
+    budget, :func:`lean_unit`).
     """
     from types import SimpleNamespace
 
@@ -381,7 +381,7 @@ def _lean_dense(source: TensorSource, task: UnitTask, cache=None):
 
 
 def _tsqr_spectrum(W: np.ndarray, working: np.dtype, chunk_bytes: int | None = None) -> tuple:
-    """``(sigma, norm_21, norm_11)`` of ``W`` by blocked TSQR in ``working`` precision (see :func:`_lean_dense`);
+    """``(sigma, norm_21, norm_11)`` of ``W`` by blocked TSQR in ``working`` precision (see ``_lean_dense``);
     blocks of at most ``chunk_bytes`` (default ``_CHUNK_BYTES``; the caller's, so that every worker
     blocks alike and gives the same bits)."""
     from scipy.linalg import lapack

@@ -475,7 +475,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         A folder where every finished unit is stored at once; units found there (same checkpoint,
         layer, part, mode, dtype, ``entrywise``, device) are loaded instead of computed.
     device : str, optional
-        Where the dense SVDs run (:func:`bounds_lib.devices.resolve_device`: ``"cpu"``, ``"cuda"``,
+        Where the dense SVDs run (``bounds_lib.devices.resolve_device``: ``"cpu"``, ``"cuda"``,
         ``"auto"``; default: NumPy on the CPU), in every unit, here and in every worker.
     scheduler_timeout : float, optional
         Seconds to wait for the scheduler (default :data:`bounds_lib.parallel.SCHEDULER_TIMEOUT_S`).
