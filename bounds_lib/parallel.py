@@ -1,4 +1,4 @@
-"""One checkpoint's spectra spread over worker processes or a Dask cluster (issue 23).
+"""One checkpoint's spectra spread over worker processes or a Dask cluster (Chapter 6, at scale).
 
 :func:`bounds_lib.spectra.compute_spectra` hands the work to :func:`run_units`. The work unit is a
 *part* of a layer (:func:`bounds_lib.checkpoints.layer_parts`: the attention projections, ``M_in``,

@@ -39,6 +39,8 @@ TESTS = {
                 "tests/test_proxies.py", "tests/test_named_mutants.py"],
     "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
     "devices": ["tests/test_devices.py"],
+    # one checkpoint's units over processes, threads, Dask; resuming; the lean factorization (issue 23)
+    "parallel": ["tests/test_parallel.py"],
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
     "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_bad_inputs.py",
                     "tests/test_bad_inputs_round2.py"],
