@@ -1,15 +1,15 @@
 """Every architecture bounds-lib reads, cross-checked against transformers' own forward pass.
 
-For each model of :data:`tiny_checkpoints.TINY_MODELS` (LLaMA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2,
-Phi-3, GPT-NeoX, OPT, Mixtral, ViT) a tiny random model built with transformers' classes is saved with
-``save_pretrained`` and read back by :mod:`bounds_lib.checkpoints`. The matrices bounds-lib analyses
-must be the ones the model uses, observed *inside the model's own forward*: a probe attention function
-registered with transformers' ``AttentionInterface`` receives the per-head queries, keys and values
-exactly as the model's attention module has split them (fused ``qkv_proj`` / ``query_key_value``
+For each model of :data:`tiny_checkpoints.TINY_MODELS` (LLaMA, GPT-2, Mistral, Qwen2, Qwen3, Gemma,
+Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT) a tiny random model built with transformers' classes is
+saved with ``save_pretrained`` and read back by :mod:`bounds_lib.checkpoints`. The matrices bounds-lib
+analyses must be the ones the model uses, observed *inside the model's own forward*: a probe attention
+function registered with transformers' ``AttentionInterface`` receives the per-head queries, keys and
+values exactly as the model's attention module has split them (fused ``qkv_proj`` / ``query_key_value``
 included) and returns a chosen head's values as the attention output, so the module's own output
-projection runs on them. With all positions 0 (rotary embeddings are then the identity) and the
-biases of the linear layers set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ`` and
-head ``h``:
+projection runs on them. With all positions 0 (rotary embeddings are then the identity) and the biases
+of the linear layers set to 0 in the in-memory model (the analysis leaves biases out), per layer ``ℓ``
+and head ``h``:
 
 * logits: ``scaling · q_h k_{g(h)}ᵀ`` (the probe's arguments, ``repeat_kv`` for grouped-query
   attention) equals ``X QK_h Xᵀ / √d_h`` with ``X`` the attention module's input;
@@ -38,6 +38,7 @@ transformers = pytest.importorskip("transformers")
 from tiny_checkpoints import TINY_MODELS, write_tiny_model  # noqa: E402
 from transformers.activations import ACT2FN  # noqa: E402
 from transformers.models.llama.modeling_llama import repeat_kv  # noqa: E402
+from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 from bounds_lib.checkpoints import (  # noqa: E402
     CheckpointError,
@@ -77,11 +78,11 @@ def _blocks(model, name):
     base = model.base_model
     if name == "opt":
         return list(base.decoder.layers)
-    return list(base.layers)
+    return list(base.h if name == "gpt2" else base.layers)
 
 
 def _attention_module(block, name):
-    return block.attention if name in ("gpt_neox", "vit") else block.self_attn
+    return block.attention if name in ("gpt_neox", "vit") else block.attn if name == "gpt2" else block.self_attn
 
 
 def _ffn(block, name, n_experts):
@@ -102,7 +103,7 @@ def _ffn(block, name, n_experts):
 def _zero_linear_biases(model):
     with torch.no_grad():
         for mod in model.modules():
-            if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+            if isinstance(mod, (torch.nn.Linear, Conv1D)) and mod.bias is not None:
                 mod.bias.zero_()
 
 
@@ -123,8 +124,8 @@ def run_probe(model, name, spec, seed=1):
     else:
         ids = torch.randint(3, model.config.vocab_size, (1, T_TOKENS), generator=g)
         inputs = {"input_ids": ids}
-        if name != "opt":  # rotary embeddings at position 0 are the identity; OPT's positions are learned
-            inputs["position_ids"] = torch.zeros_like(ids)  # embeddings added before the blocks
+        if name not in ("opt", "gpt2"):  # rotary embeddings at position 0 are the identity (OPT's and
+            inputs["position_ids"] = torch.zeros_like(ids)  # GPT-2's are learned, added before the blocks)
     seen = {}
 
     def pre(layer):
@@ -518,7 +519,7 @@ def test_defaults_of_the_other_families(saved, tmp_path):
     assert transformers.MixtralConfig().num_local_experts == 8
 
 
-@pytest.mark.parametrize("name", ["phi3", "gpt_neox", "mixtral", "opt"])
+@pytest.mark.parametrize("name", ["gpt2", "phi3", "gpt_neox", "mixtral", "opt"])
 def test_float32_reads_the_same_matrices_in_float32(name, saved):
     """``dtype=float32`` reads every matrix (fused splits and experts included) in float32, the values of
     the float64 read rounded once."""

@@ -13,10 +13,10 @@ Two ways to fill a BERT folder, both BERT-layout safetensors with a ``config.jso
 ``config`` entries passed as keyword arguments are merged into ``config.json`` after writing (a
 test of a bad config writes a valid checkpoint, then a wrong value).
 
-:func:`write_tiny_model` does the same for the other architectures (:data:`TINY_MODELS`: LLaMA, Mistral,
-Qwen2, Qwen3, Gemma, Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT): transformers' own config and model classes, random
-initialisation under a seed, ``save_pretrained`` — so the tensor names, shapes and fused layouts
-are those transformers writes, not ours.
+:func:`write_tiny_model` does the same for the other architectures (:data:`TINY_MODELS`: LLaMA, GPT-2,
+Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-3, GPT-NeoX, OPT, Mixtral, ViT): transformers' own config and
+model classes, random initialisation under a seed, ``save_pretrained`` — so the tensor names, shapes and
+fused layouts are those transformers writes, not ours.
 """
 from __future__ import annotations
 
@@ -126,6 +126,7 @@ TINY_MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=16, n_layer=2, n_head=4, n_positions=16)),
     "mistral": ("MistralConfig", "MistralForCausalLM",
                 dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2)),
@@ -170,8 +171,8 @@ def tiny_model(name: str, *, seed: int = 0, init_std: float = 0.2, **config):
     transformers = pytest.importorskip("transformers")
 
     cfg_name, model_name, sizes = TINY_MODELS[name]
-    text = {} if name == "vit" else dict(vocab_size=30, max_position_embeddings=16, pad_token_id=0,
-                                         bos_token_id=1, eos_token_id=2)
+    text = {} if name == "vit" else dict(vocab_size=30, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                         **({} if name == "gpt2" else {"max_position_embeddings": 16}))
     cfg = getattr(transformers, cfg_name)(**{**text, **sizes, **config})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
