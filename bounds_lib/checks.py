@@ -23,10 +23,13 @@ mathematics they check:
   :func:`adversarial_layer_lipschitz`, :func:`falsify_parameter_perturbation`,
   :func:`adversarial_parameter_perturbation`, :func:`falsify_multihead_gamma`,
   :func:`falsify_composition` (the factors of :mod:`bounds_lib.propagation`);
-* Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation` (the lemmas of
-  :mod:`bounds_lib.peeling`);
+* Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation`, :func:`check_shells` (the
+  lemmas of :mod:`bounds_lib.peeling`);
 * Chapter 5 — :func:`falsify_log_factor`, :func:`falsify_frobenius_row` (the orders table of
-  :mod:`bounds_lib.orders` against the theorem).
+  :mod:`bounds_lib.orders` against the theorem), :func:`check_theorem_constants`,
+  :func:`check_regime_slopes`, :func:`check_orders_in_depth` (SymPy claims).
+
+A statement checked by several claims returns a :class:`CheckResult`: one line saying how many hold.
 
 Until the next release the old paths (``bounds_lib.falsification``, ``bounds_lib.interpolation.falsify_split``,
 ``bounds_lib.propagation.falsify_softmax``, …) still import these names.
@@ -57,6 +60,7 @@ __all__ = [
     "TINY_DENOMINATOR",
     "TAU_GAP",
     "Falsification",
+    "CheckResult",
     "adversarial_search",
     "falsify",
     "power_check",
@@ -78,10 +82,14 @@ __all__ = [
     "rounding_ratio",
     "falsify_rounding",
     "falsify_shell_inflation",
+    "check_shells",
     "LOG_FACTOR_DOMAIN",
     "log_factors",
     "falsify_log_factor",
     "falsify_frobenius_row",
+    "check_theorem_constants",
+    "check_regime_slopes",
+    "check_orders_in_depth",
 ]
 
 #: A ratio above ``1 + VIOLATION_TOL`` counts as a violation (floating-point slack).
@@ -142,6 +150,57 @@ class Falsification:
     def violations(self) -> int:
         """Trials (random or optimiser starts) with ratio above ``1 + VIOLATION_TOL``."""
         return int(np.count_nonzero(np.concatenate([self.ratios, self.adversarial]) > 1.0 + VIOLATION_TOL))
+
+
+@dataclass(frozen=True, repr=False)
+class CheckResult:
+    """Named claims of one statement, each true or false, shown as one line (Chapters 4–5).
+
+    What a chain of ``assert`` lines used to check, as a value a chapter can print: ``summary()``
+    says how many claims hold and names those that do not; ``require()`` raises
+    :class:`AssertionError` with that line unless every claim holds (the strict book build then
+    fails); ``values`` keeps the numbers and expressions the chapter glues.
+
+    Examples
+    --------
+    >>> r = CheckResult("x", (("1 < 2", True), ("2 < 1", False)))
+    >>> r.holds, r.failed
+    (False, ['2 < 1'])
+    >>> r
+    x: 1 of 2 claims hold; fails: 2 < 1
+    """
+
+    name: str
+    claims: tuple[tuple[str, bool], ...]
+    detail: str = ""
+    values: dict = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        """Every claim holds."""
+        return all(ok for _, ok in self.claims)
+
+    @property
+    def failed(self) -> list[str]:
+        """The claims that do not hold."""
+        return [text for text, ok in self.claims if not ok]
+
+    def summary(self) -> str:
+        """One line: the statement, how many claims hold, which fail, and the detail."""
+        n_ok = sum(bool(ok) for _, ok in self.claims)
+        line = f"{self.name}: {n_ok} of {len(self.claims)} claims hold"
+        if self.failed:
+            line += "; fails: " + "; ".join(self.failed)
+        return line + (f" — {self.detail}" if self.detail else "")
+
+    def require(self) -> "CheckResult":
+        """``self`` if every claim holds, else :class:`AssertionError` with :meth:`summary`."""
+        if not self.holds:
+            raise AssertionError(self.summary())
+        return self
+
+    def __repr__(self) -> str:
+        return self.summary()
 
 
 def _safe(ratio):
@@ -886,6 +945,37 @@ def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
                    trials=trials, restarts=restarts)
 
 
+def check_shells(rng, L=12, trials=10_000, adversarial_starts=2):
+    """Lemma ``ch04-lem-shells`` at depth ``L``: four falsifications by :func:`falsify_shell_inflation`.
+
+    Claims: dyadic shells (ratio 2) break the ``e³`` bound on the inflation of ``α⁽⁰⁾`` (violations,
+    median inflation above 10³); shells of ratio ``1 + 1/L`` keep it within ``e³``; the product of the
+    ``3(L−1)`` rounded radii reaches its supremum ``ρ^{3(L−1)}`` (worst ratio above 0.999, no
+    violation); and, as power, the supremum divided by 1.1 is broken — by the optimiser only. ``values``:
+    the four :class:`Falsification` and the inflations of the random draws (``dyadic``, ``geometric``).
+    """
+    L = check_scalar(L, "L (number of layers)", int, min_val=2)
+    kw = dict(trials=trials, adversarial_starts=adversarial_starts)
+    dyadic = falsify_shell_inflation(rng, L, ratio=2.0, bound_log=3.0, what="alpha", **kw)
+    geom = falsify_shell_inflation(rng, L, bound_log=3.0, what="alpha", **kw)
+    tight = falsify_shell_inflation(rng, L, **kw)
+    sup_log = 3 * (L - 1) * math.log(geometric_ratio(L))
+    weak = falsify_shell_inflation(rng, L, bound_log=sup_log - math.log(1.1), **kw)
+    # bound_log = 3: ratios are log-inflations / 3
+    infl_dy, infl_geo = np.exp(3 * dyadic.ratios), np.exp(3 * geom.ratios)
+    claims = (
+        ("dyadic shells break e^3", dyadic.violations > 0 and float(np.median(infl_dy)) > 1e3),
+        ("shells of ratio 1 + 1/L keep alpha within e^3", geom.violations == 0),
+        ("the product reaches rho^k", tight.violations == 0 and tight.worst_ratio > 0.999),
+        ("power: rho^k / 1.1 is broken by the optimiser", weak.violations > 0 and weak.worst_random <= 1),
+    )
+    detail = (f"median inflation of alpha^(0): dyadic {np.median(infl_dy):.3g}, "
+              f"1 + 1/L {np.median(infl_geo):.3g} (e^3 = {math.e ** 3:.3g})")
+    return CheckResult(f"shells at L = {L}", claims, detail,
+                       dict(dyadic=dyadic, geometric=geom, tight=tight, weakened=weak,
+                            inflation_dyadic=infl_dy, inflation_geometric=infl_geo))
+
+
 # ---------------------------------------------------------------- Chapter 5: the orders table against the theorem
 
 #: Domain of :func:`falsify_log_factor`: ``(n, T, N, L, C)`` in ``[1, 1e9]×[1, 1e4]×[2, 1e5]×[1, 200]×[1/8, 10]``.
@@ -979,3 +1069,83 @@ def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
     tag = "" if weaken == 1.0 else f" (÷{weaken:g})"
     return Falsification("Frobenius row: inf_p 𝒯 ≤ min(√(C_F K)N^{3/4}, N)" + tag,
                          np.concatenate([f.ratios for f in parts]), np.concatenate([f.adversarial for f in parts]))
+
+
+def check_theorem_constants(theta2=None):
+    """The constants of Theorem ``ch05-thm-main`` at ``d_j = d_j' = N``, by SymPy (four claims).
+
+    ``theta2`` is ``θ_j²`` as a SymPy expression in the symbols of :data:`bounds_lib.orders.SYMBOLS`
+    (``C_s``, ``N``, ``K``) and ``p`` positive; the default is the theorem's
+    ``2(2C_sN)^{2/(p+2)}(144N²)^{p/(p+2)}K^{2p/(p+2)}`` (a test passes a wrong one). Claims:
+    ``θ_j²/𝒯(W;p)² = 2·2^{2/(p+2)}·144^{p/(p+2)}``; at ``p = 0``, ``θ_j² = r(N + N)`` is twice
+    ``𝒯(W;0)² = rN``; ``ε^{-2p/(p+2)} ≤ 1/ε`` exactly for ``p ≤ 2``; and
+    ``∫₀¹ ε^{-1/2}√log(1/ε) dε = √(2π)`` (``values["integral"]``).
+    """
+    import sympy as sp
+
+    from .orders import SYMBOLS, released_term
+
+    C_s, N, K = SYMBOLS["C_s"], SYMBOLS["N"], SYMBOLS["K"]
+    pp = sp.Symbol("p", positive=True)
+    if theta2 is None:
+        theta2 = 2 * (2 * C_s * N) ** (2 / (pp + 2)) * (144 * N * N) ** (pp / (pp + 2)) * K ** (2 * pp / (pp + 2))
+    const = sp.expand_log(sp.log(theta2 / released_term(C_s, K, pp) ** 2), force=True)
+    want = sp.log(2 * 2 ** (2 / (pp + 2)) * 144 ** (pp / (pp + 2)))
+    r = sp.Symbol("r", positive=True)
+    # ε = e^{-u}: ∫_0^1 ε^{-1/2}√log(1/ε) dε = ∫_0^∞ e^{-u/2}√u du
+    u = sp.Symbol("u", positive=True)
+    integral = sp.integrate(sp.exp(-u / 2) * sp.sqrt(u), (u, 0, sp.oo))
+    claims = (
+        ("theta_j^2 / T(W;p)^2 = 2 * 2^(2/(p+2)) * 144^(p/(p+2))", sp.simplify(const - want) == 0),
+        ("at p = 0, theta_j^2 = 2 T(W;0)^2", sp.simplify(r * 2 * N / released_term(r, K, 0) ** 2) == 2),
+        ("eps^(-2p/(p+2)) <= 1/eps exactly for p <= 2", sp.solve(sp.Le(2 * pp / (pp + 2), 1), pp) == (pp <= 2)),
+        ("the Dudley integral at lambda = 0 is sqrt(2 pi)", sp.simplify(integral - sp.sqrt(2 * sp.pi)) == 0),
+    )
+    return CheckResult("Theorem 5.1's constants", claims, f"integral = {sp.sstr(integral)}",
+                       dict(integral=integral))
+
+
+def check_regime_slopes(frobenius_term=None):
+    """Which ``p`` is the infimum in each regime of the orders table (Chapter 5), by SymPy.
+
+    ``(p+2)²·d/dp log 𝒯`` is ``2(L+1)log C + 2log L + log(N/r)`` in the low-rank regime and
+    ``2(L+1)log C + 2log L`` in the spectral-only one (free of ``p``, so ``p = 0`` is the infimum for
+    ``C ≥ 1``), and ``2log(C_F K) − log N`` for the Frobenius Hölder term
+    (``frobenius_term``, default :func:`bounds_lib.orders.frobenius_holder_term`; a test passes a
+    wrong one): of one sign on ``[0, 2]``. ``values["low_rank"]`` is the low-rank slope.
+    """
+    import sympy as sp
+
+    from .orders import SYMBOLS, frobenius_holder_term, regime_log_slope
+
+    L, N, C, p, r, C_F = (SYMBOLS[k] for k in ("L", "N", "C", "p", "r", "C_F"))
+    term = frobenius_holder_term(p) if frobenius_term is None else frobenius_term
+
+    def same(a, b):
+        return sp.simplify(sp.expand_log(a - b, force=True)) == 0
+
+    lr, spec = regime_log_slope("low_rank"), regime_log_slope("spectral")
+    fro = sp.diff(sp.log(term), p) * (p + 2) ** 2
+    depth = 2 * (L + 1) * sp.log(C) + 2 * sp.log(L)
+    claims = (
+        ("low-rank slope 2(L+1) log C + 2 log L + log(N/r)", same(lr, depth + sp.log(N / r))),
+        ("spectral slope 2(L+1) log C + 2 log L", same(spec, depth)),
+        ("Frobenius slope 2 log(C_F K) - log N, free of p",
+         same(fro, 2 * sp.log(C_F) + 2 * L * sp.log(C) + 2 * sp.log(L) - sp.log(N))),
+    )
+    return CheckResult("the infimum over p in each regime", claims, values=dict(low_rank=lr))
+
+
+def check_orders_in_depth(tables):
+    """Every row of the orders table stays exponentially better in depth than both baselines.
+
+    ``tables`` maps each aggregation of :data:`bounds_lib.orders.AGGREGATIONS` to an
+    :func:`bounds_lib.orders.orders_table`; one claim per regime, aggregation and baseline:
+    ``ours / baseline → 0`` as ``L → ∞`` (:func:`bounds_lib.orders.limit_in_depth`).
+    """
+    from .orders import REGIMES, limit_in_depth
+
+    claims = tuple((f"{g} ({agg}) / {b} -> 0 in depth",
+                    limit_in_depth(t[g]["ours"] / t[g][b]) == 0)
+                   for agg, t in tables.items() for g in REGIMES for b in ("edelman", "trauger_tewari"))
+    return CheckResult("the orders table in depth", claims)
