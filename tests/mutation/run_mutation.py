@@ -42,8 +42,8 @@ TESTS = {
     # one checkpoint's units over processes, threads, Dask; resuming; the lean factorization (issue 23)
     "parallel": ["tests/test_parallel.py"],
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
-    "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_bad_inputs.py",
-                    "tests/test_bad_inputs_round2.py"],
+    "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_architectures.py",
+                    "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py"],
     "theorem": ["tests/test_named_mutants.py", "tests/test_theorem.py"],
     "stats": ["tests/test_named_mutants.py", "tests/test_stats.py"],
     "results": ["tests/test_results.py"],
