@@ -4,8 +4,8 @@ At LLM scale the cost of :func:`bounds_lib.spectra.compute_spectra` is the dense
 feed-forward matrices (``M_in`` is N×d_ff, or N×2d_ff when gated; ``M_out`` d_ff×N), which grow as
 ``N²·d_ff``; a GPU does them many times faster than one CPU core. This module chooses the backend:
 
-* ``"cpu"`` — :func:`numpy.linalg.svd` (``compute_uv=False``), the default and the reference;
-* ``"cuda"``, ``"cuda:K"`` — :func:`torch.linalg.svdvals` on that CUDA device;
+* ``"cpu"`` — ``numpy.linalg.svd`` (``compute_uv=False``), the default and the reference;
+* ``"cuda"``, ``"cuda:K"`` — ``torch.linalg.svdvals`` on that CUDA device;
 * ``"auto"`` — ``"cuda"`` when torch sees a CUDA device, else ``"cpu"``;
 * ``"torch-cpu"`` — the torch code path on torch's CPU device (MKL's LAPACK rather than NumPy's
   OpenBLAS): what the tests run on a machine without a GPU, and a way to compare the two libraries.
