@@ -15,7 +15,8 @@ How a statement is established, in the page's words: *proved* (a ``{prf:proof}``
 *reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks``
 functions (``CK.name``) called in an asserting code cell that either follows the statement or its
 proof directly (no prose between) or names the statement in a ``# checks: label, ...`` comment; an
-asserting cell that calls none of them is "a SymPy assert" or "a numeric assert".
+asserting cell that calls none of them is "a SymPy assert" or "a numeric assert". A cell asserts when it
+has an ``assert`` line or calls a library check's ``.require()``.
 """
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def parse():
             if not isinstance(block, Directive):
                 continue
             if block.name == "code-cell":
-                if any(re.match(r"\s*assert\b", line) for line in block.body):
+                # an assert, or a library check's require() (bounds_lib.checks.CheckResult)
+                if any(re.match(r"\s*assert\b", line) or ".require()" in line for line in block.body):
                     named = [lab.strip() for line in block.body if (m := _CHECKS_COMMENT.search(line))
                              for lab in m.group(1).split(",")]
                     targets = list(named) or ([current.label] if current is not None and adjacent else [])
