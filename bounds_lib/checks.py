@@ -1074,7 +1074,7 @@ def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
 def check_theorem_constants(theta2=None):
     """The constants of Theorem ``ch05-thm-main`` at ``d_j = d_j' = N``, by SymPy (four claims).
 
-    ``theta2`` is ``θ_j²`` as a SymPy expression in the symbols of :data:`bounds_lib.orders.SYMBOLS`
+    ``theta2`` is ``θ_j²`` as a SymPy expression in the symbols of ``bounds_lib.orders.SYMBOLS``
     (``C_s``, ``N``, ``K``) and ``p`` positive; the default is the theorem's
     ``2(2C_sN)^{2/(p+2)}(144N²)^{p/(p+2)}K^{2p/(p+2)}`` (a test passes a wrong one). Claims:
     ``θ_j²/𝒯(W;p)² = 2·2^{2/(p+2)}·144^{p/(p+2)}``; at ``p = 0``, ``θ_j² = r(N + N)`` is twice
@@ -1139,7 +1139,7 @@ def check_regime_slopes(frobenius_term=None):
 def check_orders_in_depth(tables):
     """Every row of the orders table stays exponentially better in depth than both baselines.
 
-    ``tables`` maps each aggregation of :data:`bounds_lib.orders.AGGREGATIONS` to an
+    ``tables`` maps each aggregation of ``bounds_lib.orders.AGGREGATIONS`` to an
     :func:`bounds_lib.orders.orders_table`; one claim per regime, aggregation and baseline:
     ``ours / baseline → 0`` as ``L → ∞`` (:func:`bounds_lib.orders.limit_in_depth`).
     """

@@ -9,6 +9,8 @@ import re
 
 import nbformat
 
+from bounds_lib.exercises import SELF_CHECKS, check_cell
+
 from .bibliography import Bibliography
 from .common import (
     ANSWER,
@@ -132,7 +134,9 @@ def strip_solutions(nb, online: str | None = None):
     Runs on the MyST source: cells tagged ``solution`` are dropped (nbconvert's
     ``TagRemovePreprocessor``); gated solutions (``solution-start`` … ``solution-end`` with the code
     and markdown between them) become a placeholder line and an empty code cell to answer in;
-    ``{solution}`` blocks become the placeholder line. With ``online`` (the chapter's address in the
+    ``{solution}`` blocks become the placeholder line. After the answer cell of an exercise with a
+    self-check (:data:`bounds_lib.exercises.SELF_CHECKS`) comes a cell that checks the reader's
+    answer without showing it (:func:`bounds_lib.exercises.check_cell`). With ``online`` (the chapter's address in the
     online book) the placeholder links to the solution there, at its exercise's anchor.
     """
 
@@ -163,6 +167,8 @@ def strip_solutions(nb, online: str | None = None):
             buf.clear()
             if extra_code:
                 cells.append(nbformat.v4.new_code_cell(ANSWER))
+                if exercise in SELF_CHECKS:
+                    cells.append(nbformat.v4.new_code_cell(check_cell(exercise)))
 
         while i < len(lines):
             m = _FENCE_OPEN.match(lines[i].lstrip())
