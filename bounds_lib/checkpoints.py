@@ -949,7 +949,7 @@ class ArchitectureSpec:
 
     @property
     def experts(self) -> tuple:
-        """The experts of every layer's feed-forward: ``(0, …, E − 1)``, or ``(None,)`` for a dense one."""
+        """``(0, …, E − 1)`` for a mixture-of-experts feed-forward, ``(None,)`` for a dense one (every layer)."""
         return tuple(range(self.n_experts)) if self.n_experts else (None,)
 
     def kv_group(self, h: int) -> int:
