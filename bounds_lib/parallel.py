@@ -511,7 +511,7 @@ def _unit_key(identity, source, task: UnitTask) -> str:
     h = hashlib.blake2b(digest_size=20)
     h.update(repr((_RESUME_FORMAT, identity, task.layer, _part_label(task.part), task.mode, task.dtype,
                    task.entrywise, task.device or "cpu", task.lean, task.chunk_bytes,
-                   task.arch.to_dict())).encode())
+                   {**task.arch.to_dict(), "n_layers": None})).encode())  # a prefix run's parts serve the whole
     if identity is None:  # weights in memory: the bytes of the unit's tensors are their identity
         for name in part_tensor_names(task.arch, task.layer, task.part).values():
             A = np.ascontiguousarray(source.read_raw(name))

@@ -323,6 +323,14 @@ def test_resume_loads_finished_units_and_computes_only_the_rest(llama_dir, tmp_p
     assert len(count.units) == 47
 
 
+def test_a_prefix_run_resumes_into_the_whole_model(llama_dir, tmp_path, monkeypatch):
+    count = _CountComputations(monkeypatch)
+    compute_spectra(llama_dir, n_layers=2, resume=tmp_path / "r")
+    whole = compute_spectra(llama_dir, resume=tmp_path / "r")
+    assert count.units[6:] == [(2, "attention"), (2, "M_in"), (2, "M_out")]
+    _same_model(whole, compute_spectra(llama_dir))
+
+
 def test_resume_of_weights_in_memory_is_keyed_by_their_bytes(tmp_path, monkeypatch):
     count = _CountComputations(monkeypatch)
     tensors, config = _tiny_weights("bert", np.random.default_rng(0))
