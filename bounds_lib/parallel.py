@@ -20,16 +20,24 @@ BLAS threads: a worker uses the caller's):
   this process);
 * **Dask distributed** (``scheduler=``: an address ``tcp://host:port`` or a ``distributed.Client``):
   one task per unit; the weight files must be at the same path on every worker (a shared file
-  system), as the ``resume`` folder need not be (only this process writes it).
+  system). The ``resume`` folder need not be: this process stores every result it receives, and a
+  worker that can reach the folder also stores its unit before returning it.
+
+A unit that would not fit the per-worker budget (:func:`memory_budget`) is computed lean
+(:func:`lean_unit`): a feed-forward matrix by TSQR from its stored precision, the attention part in
+two halves (``QK``, then ``V``). A script that calls this with ``jobs`` > 1 needs the
+``if __name__ == "__main__":`` guard of :mod:`multiprocessing` (workers are spawned).
 
 Resuming (``resume=DIR``): each finished unit is written to ``DIR`` at once (atomically) under a key of
 the checkpoint's identity (every weight file's name, size, modification time and header; the tensor
-bytes for weights in memory), the layer, the part, the mode, the dtype, the (1,1)-norm switch and the
-device. A later call with the same ``DIR`` loads the units found there instead of computing them —
+bytes for weights in memory), the layer, the part, the mode, the dtype, the (1,1)-norm switch, the
+device and the lean choice (not the number of layers: a prefix run's units serve the whole model).
+A later call with the same ``DIR`` loads the units found there instead of computing them —
 after an interrupted run, or a cluster that lost its workers. Within one Dask run a result is
 fetched as soon as it is finished and released on the cluster, so a worker that dies afterwards
-loses nothing that has to be recomputed. ``DIR/journal.jsonl`` gets one line per unit computed (where
-it ran, its seconds, the worker's peak memory). When the environment variable
+loses nothing that has to be recomputed (checked by killing one: tests/test_parallel.py).
+``DIR/journal.jsonl`` gets one line per unit computed (where it ran, its seconds, the worker's
+peak memory). When the environment variable
 ``BOUNDS_LIB_UNIT_LOG`` names a file, every computation of a unit also appends a line to it, from the
 process that computed it (a diagnostic that counts computations on a cluster with a shared disk).
 """
