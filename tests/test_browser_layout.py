@@ -14,7 +14,8 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
   Markdown outputs such as tables);
 * **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its PNG
   records the smallest font size, the dpi and panels per row), its smallest text is ≥ 10 pt at the
-  size the page shows it at 1280 px, and no row holds more than two panels.
+  size the page shows it at 1280 px and ≥ 9 CSS px on a 390 px phone, and no row holds more than
+  two panels.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ import pytest
 from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser
 
 MIN_FONT_PT = 10.0
+# Smallest text of a figure on a 390 px phone, in CSS px (issue #19), without zooming.
+MIN_PHONE_PX = 9.0
 MAX_PANELS = 2
 CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
 NAV_PAGES = [p for p in PAGES if p.name in {"ch06_bert.html", "intro.html"}] or PAGES[:1]
@@ -279,26 +282,60 @@ def test_displayed_font_pt_formula():
     assert displayed_font_pt(7, 100, 1280, 672) < 5
 
 
+def displayed_font_px(min_font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
+    """Text size in CSS px on the page: ``pt · dpi/72`` image pixels, scaled by shown/natural."""
+    return min_font_pt * dpi / 72.0 * (shown_px / natural_px)
+
+
+def test_displayed_font_px_on_a_phone():
+    # the figures before issue #19's fix: 6.4 in (977 px with the tight box) at 150 dpi, 10.5 pt,
+    # shown 342 px wide on a 390 px phone: 7.7 CSS px, below the 9 px asked for
+    assert displayed_font_px(10.5, 150, 977, 342) == pytest.approx(7.66, abs=0.01) < MIN_PHONE_PX
+    # 5.0 in (765 px) at 150 dpi: 9.8 CSS px
+    assert displayed_font_px(10.5, 150, 765, 342) > MIN_PHONE_PX
+
+
+def _figure_problems(img) -> tuple[str, dict | None, list[str]]:
+    """(name, BookMinFontPt/BookDPI/BookPanelsPerRow metadata or None, problems) of one shown image."""
+    url = urlsplit(img["src"])
+    if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.interactive)
+        path, name = io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), "slider frame"
+    elif url.scheme != "file":
+        return img["src"][:60], None, [f"{img['src'][:60]}: not a file of the build"]
+    else:
+        path = Path(unquote(url.path))
+        name = path.name
+        if path.suffix.lower() != ".png":
+            return name, None, [f"{name}: not a PNG made with bounds_lib.style.use_book_style()"]
+    meta = _png_meta(path)
+    if "BookMinFontPt" not in meta:
+        return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()"]
+    return name, meta, []
+
+
+@needs_browser
+@each_content_page
+def test_figures_readable_on_a_phone(open_page, page_path):
+    problems = []
+    for img in _evaluate(open_page, page_path, _IMAGES, 390, mobile=True):
+        name, meta, bad = _figure_problems(img)
+        problems += bad
+        if meta and meta["BookMinFontPt"] != "none":
+            px = displayed_font_px(float(meta["BookMinFontPt"]), float(meta["BookDPI"]), img["natural"], img["shown"])
+            if px < MIN_PHONE_PX:
+                problems.append(f"{name}: smallest text {px:.1f} CSS px at 390 px (saved {meta['BookMinFontPt']} pt "
+                                f"at {meta['BookDPI']} dpi, shown {img['shown']:.0f} of {img['natural']} px)")
+    assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)
+
+
 @needs_browser
 @each_content_page
 def test_figures_readable(open_page, page_path):
     problems = []
     for img in _evaluate(open_page, page_path, _IMAGES):
-        url = urlsplit(img["src"])
-        if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.interactive)
-            path, name = io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), "slider frame"
-        elif url.scheme != "file":
-            problems.append(f"{img['src'][:60]}: not a file of the build")
-            continue
-        else:
-            path = Path(unquote(url.path))
-            name = path.name
-            if path.suffix.lower() != ".png":
-                problems.append(f"{name}: not a PNG made with bounds_lib.style.use_book_style()")
-                continue
-        meta = _png_meta(path)
-        if "BookMinFontPt" not in meta:
-            problems.append(f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()")
+        name, meta, bad = _figure_problems(img)
+        problems += bad
+        if meta is None:
             continue
         panels = int(meta.get("BookPanelsPerRow", "0"))
         if panels > MAX_PANELS:

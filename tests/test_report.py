@@ -154,7 +154,17 @@ def _meta(fig):
     from PIL import Image
 
     with Image.open(io.BytesIO(figure_png(fig))) as im:
-        return dict(im.text)
+        return dict(im.text, width_px=im.width)
+
+
+# A 390 px phone shows a figure at most 342 CSS px wide; its smallest text must be >= 9 CSS px there.
+PHONE_COLUMN_PX, MIN_PHONE_PX = 342, 9.0
+
+
+def phone_text_px(meta) -> float:
+    """Smallest text of a saved figure in CSS px when a phone shows it 342 px wide."""
+    shown = min(PHONE_COLUMN_PX, meta["width_px"])
+    return float(meta["BookMinFontPt"]) * float(meta["BookDPI"]) / 72 * shown / meta["width_px"]
 
 
 def test_every_chapter6_figure_follows_the_book_style():
@@ -172,9 +182,27 @@ def test_every_chapter6_figure_follows_the_book_style():
         assert fig.get_size_inches()[0] <= 6.4 + 1e-9
         meta = _meta(fig)
         assert float(meta["BookMinFontPt"]) >= 10 and int(meta["BookPanelsPerRow"]) <= 2
+        assert phone_text_px(meta) >= MIN_PHONE_PX, (fig.get_size_inches(), meta)
         plt.close(fig)
     with pytest.raises(ValueError, match="no layer"):
         R.figure_spectral_decay(sp, layers=[7])
+
+
+def test_phone_text_check_has_power():
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    # the figures before issue #19: 6.4 in wide, 10.5 pt tick labels -> about 7.6 CSS px on a phone
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot([0, 1], [0, 1])
+    before = phone_text_px(_meta(fig))
+    plt.close(fig)
+    fig, ax = book_subplots(1, 2)
+    for a in ax:
+        a.plot([0, 1], [0, 1])
+    after = phone_text_px(_meta(fig))
+    plt.close(fig)
+    assert before < MIN_PHONE_PX <= after, (before, after)
 
 
 def test_style_measures_what_it_claims():
