@@ -62,7 +62,7 @@ def _note_zero_matrices(ax, n: int):
     """Say in the panel's corner how many zero matrices (nothing to draw on a log axis) were left out."""
     if n:
         ax.text(0.98, 0.02, f"{n} zero matri{'x' if n == 1 else 'ces'} not drawn", ha="right", va="bottom",
-                transform=ax.transAxes, fontsize="small", color="0.3")
+                transform=ax.transAxes, fontsize=10.5, color="0.3")
 
 
 def _panels_by_type(layers, draw, *, xlabel: str, ylabel: str, **subplots_kw):
