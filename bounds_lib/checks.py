@@ -21,7 +21,8 @@ mathematics they check:
   :mod:`bounds_lib.interpolation`);
 * Chapter 3 — :func:`falsify_softmax`, :func:`falsify_logits`, :func:`falsify_layer_lipschitz`,
   :func:`adversarial_layer_lipschitz`, :func:`falsify_parameter_perturbation`,
-  :func:`adversarial_parameter_perturbation`, :func:`falsify_multihead_gamma`,
+  :func:`adversarial_parameter_perturbation`, :func:`check_parameter_perturbation`,
+  :func:`falsify_multihead_gamma`,
   :func:`falsify_composition` (the factors of :mod:`bounds_lib.propagation`);
 * Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation`, :func:`check_shells` (the
   lemmas of :mod:`bounds_lib.peeling`);
@@ -75,6 +76,7 @@ __all__ = [
     "falsify_multihead_gamma",
     "adversarial_layer_lipschitz",
     "adversarial_parameter_perturbation",
+    "check_parameter_perturbation",
     "falsify_composition",
     "falsify_multihead_layer",
     "adversarial_multihead_gamma",
@@ -154,7 +156,7 @@ class Falsification:
 
 @dataclass(frozen=True, repr=False)
 class CheckResult:
-    """Named claims of one statement, each true or false, shown as one line (Chapters 4–5).
+    """Named claims of one statement, each true or false, shown as one line (Chapters 3–5).
 
     What a chain of ``assert`` lines used to check, as a value a chapter can print: ``summary()``
     says how many claims hold and names those that do not; ``require()`` raises
@@ -643,6 +645,34 @@ def adversarial_parameter_perturbation(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT,
         ("" if tuple(perturb) == SINGLE_HEAD_MATRIX_TYPES else ", perturbed: " + "+".join(perturb)) + ")"
     return Falsification("network parameter perturbation, optimiser" + tag, np.concatenate([f.ratios for f in parts]),
                          np.concatenate([f.adversarial for f in parts]))
+
+
+def check_parameter_perturbation(rng, trials=10_000):
+    """Theorem ``ch03-thm-param`` (the change of the network under a change of its matrices), checked.
+
+    Five runs, in this order on ``rng``: :func:`falsify_parameter_perturbation` (``trials`` random
+    draws, tight softmax constant) and :func:`adversarial_parameter_perturbation` for every matrix, for
+    ``W^{QK}`` alone, for ``W^{QK}`` with the softmax constant 1/4 and against the bound divided by 1.1.
+    Claims: the first three find no violation; as power, the last two do. ``values``: the five
+    :class:`Falsification` (``random``, ``optimiser``, ``qk``, ``qk_c_quarter``, ``weakened``).
+    """
+    runs = dict(
+        random=falsify_parameter_perturbation(rng, trials=trials, softmax_const=SOFTMAX_LINF_L1_TIGHT),
+        optimiser=adversarial_parameter_perturbation(rng),
+        qk=adversarial_parameter_perturbation(rng, perturb=("QK",)),
+        qk_c_quarter=adversarial_parameter_perturbation(rng, perturb=("QK",), softmax_const=0.25),
+        weakened=adversarial_parameter_perturbation(rng, weaken=1.1),
+    )
+    claims = (
+        (f"no violation in {runs['random'].trials} random draws",
+         runs["random"].trials >= trials and runs["random"].violations == 0),
+        ("no violation found by the optimiser", runs["optimiser"].violations == 0),
+        ("no violation found by the optimiser changing W^QK alone", runs["qk"].violations == 0),
+        ("power: softmax constant 1/4 broken through W^QK", runs["qk_c_quarter"].violations > 0),
+        ("power: the bound / 1.1 broken", runs["weakened"].violations > 0),
+    )
+    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.4f}" for k, f in runs.items())
+    return CheckResult("network parameter perturbation", claims, detail, runs)
 
 
 def _composition_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):

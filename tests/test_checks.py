@@ -337,3 +337,30 @@ def test_composition_qk_isolated_finds_a_wrong_softmax_constant():
     kw = dict(trials=40, restarts=1, depths=(1,), acts=("identity",), perturb=("QK",))
     assert falsify_multihead_composition(np.random.default_rng(4), **kw).violations == 0
     assert falsify_multihead_composition(np.random.default_rng(4), softmax_const=0.5, **kw).violations > 0
+
+
+def test_check_parameter_perturbation_says_which_claim_fails(monkeypatch):
+    """The five runs of Theorem ch03-thm-param's check, replaced by fixed outcomes (the real runs take
+    minutes and are executed by Chapter 3): all claims hold on the right pattern, and a violation in the
+    random draws, or a power run that finds none, is named in the one-line summary and fails ``require``."""
+    ok, broken = np.array([0.5, 0.9]), np.array([0.5, 1.2])
+
+    def patch(random, weakened):
+        monkeypatch.setattr(C, "falsify_parameter_perturbation",
+                            lambda rng, trials, softmax_const: C.Falsification("random", random))
+        monkeypatch.setattr(C, "adversarial_parameter_perturbation",
+                            lambda rng, perturb=None, softmax_const=1.0, weaken=1.0: C.Falsification(
+                                "opt", ok, broken if (softmax_const == 0.25 or weaken != 1.0) and weakened
+                                else ok))
+
+    patch(ok, True)
+    res = C.check_parameter_perturbation(None, trials=2)
+    assert res.holds and res.summary().startswith("network parameter perturbation: 5 of 5 claims hold")
+    patch(broken, True)
+    res = C.check_parameter_perturbation(None, trials=2)
+    assert res.failed == ["no violation in 2 random draws"]
+    with pytest.raises(AssertionError, match="4 of 5 claims hold; fails: no violation in 2 random draws"):
+        res.require()
+    patch(ok, False)  # the broken variants are not caught: the check has lost its power, and says so
+    assert C.check_parameter_perturbation(None, trials=2).failed == [
+        "power: softmax constant 1/4 broken through W^QK", "power: the bound / 1.1 broken"]
