@@ -26,7 +26,7 @@ BLAS threads: a worker uses the caller's):
 A unit that would not fit the per-worker budget (:func:`memory_budget`) is computed lean
 (:func:`lean_unit`): a feed-forward matrix by TSQR from its stored precision, the attention part in
 two halves (``QK``, then ``V``). A script that calls this with ``jobs`` > 1 needs the
-``if __name__ == "__main__":`` guard of :mod:`multiprocessing` (workers are spawned).
+``if __name__ == "__main__":`` guard of ``multiprocessing`` (workers are spawned).
 
 Resuming (``resume=DIR``): each finished unit is written to ``DIR`` at once (atomically) under a key of
 the checkpoint's identity (every weight file's name, size, modification time and header; the tensor
