@@ -96,6 +96,21 @@ def _ch05_crossover():
     return tuple(roots)
 
 
+def _ch06_arch():
+    # B_ours (sum, rss) of BERT-base's shapes when every p* = 0 at full rank: the library's term at p = 0
+    # for each of the L(2H + 2) matrices, aggregated by the library (the solution uses the closed forms)
+    import numpy as np
+
+    from .peeling import aggregate_rss, aggregate_sum, log_term
+
+    L, N, H = 12, 768, 12
+    d_h = N // H
+    ranks = [d_h] * (2 * H) + [N, N]
+    per_layer = [log_term(math.log(r), 0.0, 0.0, N) for r in ranks]
+    log_T0 = np.array(per_layer * L, dtype=float)
+    return (math.exp(aggregate_sum(log_T0, L)), math.exp(aggregate_rss(log_T0, L)))
+
+
 #: The exercises with a self-check, by label (the student edition adds a check cell after each).
 SELF_CHECKS: dict[str, SelfCheck] = {c.exercise: c for c in (
     SelfCheck("ch04-ex-p0", "K (a number)", _ch04_p0, 1e-6,
@@ -106,6 +121,9 @@ SELF_CHECKS: dict[str, SelfCheck] = {c.exercise: c for c in (
     SelfCheck("ch05-ex-crossover", "(N without the log factor, N with it), two numbers", _ch05_crossover,
               1e-6, "the two branches of the minimum meet where both ratios equal 1; "
                     "with the log factor solve ratio(N) = 1 numerically below that width"),
+    SelfCheck("ch06-ex-arch", "(B_ours sum, B_ours rss) for BERT-base, L = 12, N = 768, H = 12; two numbers",
+              _ch06_arch, 1e-9, "at p = 0 each matrix contributes sqrt(rank·N); count the 2H head products of "
+                                "rank d_h = N/H and the two feed-forward matrices of rank N in each layer"),
 )}
 
 

@@ -2,7 +2,7 @@
 
 A right answer passes and a wrong one fails (off by a relative 1e-3, off by one, the wrong shape, no
 answer yet); what the check prints never contains the answer; every registered exercise exists in
-its chapter; and the student edition of Chapters 4 and 5 has a check cell right after the answer cell
+its chapter; and the student edition of Chapters 4, 5 and 6 has a check cell right after the answer cell
 of each such exercise (the generator's ``strip_solutions`` on the real chapters).
 """
 from __future__ import annotations
@@ -39,6 +39,9 @@ def _closed_form(exercise):
         row = O.orders_table("rss", log_factor=True)["frobenius"]
         g = (row["ours"] / row["edelman"]).subs(at).subs({S["n"]: 10**5, S["T"]: 128})
         return (n_star, float(sp.nsolve(g - 1, S["N"], n_star / 40)))
+    if exercise == "ch06-ex-arch":
+        L, N, H = 12, 768, 12
+        return (2 * L * N * (math.sqrt(H) + 1) + math.sqrt(L), (2 * N + 1) * math.sqrt(L))
     raise KeyError(exercise)
 
 
@@ -86,7 +89,7 @@ def test_registered_exercises_exist_in_their_chapters():
         assert re.search(rf"^:label: {re.escape(exercise)}$", chapter.read_text(encoding="utf-8"), re.M), exercise
 
 
-@pytest.mark.parametrize("chapter", ["ch04_peeling", "ch05_main_bound"])
+@pytest.mark.parametrize("chapter", ["ch04_peeling", "ch05_main_bound", "ch06_bert"])
 def test_student_edition_has_a_check_cell_after_each_checked_exercise(chapter):
     import make_notebooks as mk  # book/tools is on sys.path: conftest.py
 
