@@ -877,6 +877,8 @@ ACTIVATION_L_PHI = {
 # role -> tensor name suffix inside block ``{prefix}{stack}.{i}.``; ``{e}`` stands for an expert's index
 _LLAMA_ATTENTION = {"q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
                     "o": "self_attn.o_proj.weight"}
+_LLAMA_BLOCK = {**_LLAMA_ATTENTION, "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
+                "down": "mlp.down_proj.weight"}
 _ROLES = {
     "bert": ("encoder.layer", {
         "q": "attention.self.query.weight", "k": "attention.self.key.weight",
@@ -888,12 +890,8 @@ _ROLES = {
     "gpt2": ("h", {
         "qkv": "attn.c_attn.weight", "o": "attn.c_proj.weight",
         "f_in": "mlp.c_fc.weight", "f_out": "mlp.c_proj.weight"}),
-    "llama": ("layers", {
-        **_LLAMA_ATTENTION, "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
-        "down": "mlp.down_proj.weight"}),
-    "gemma": ("layers", {
-        **_LLAMA_ATTENTION, "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
-        "down": "mlp.down_proj.weight"}),
+    "llama": ("layers", _LLAMA_BLOCK),
+    "gemma": ("layers", _LLAMA_BLOCK),  # Gemma's blocks name their tensors as LLaMA's do
     "phi3": ("layers", {
         "qkv": "self_attn.qkv_proj.weight", "o": "self_attn.o_proj.weight",
         "gate_up": "mlp.gate_up_proj.weight", "down": "mlp.down_proj.weight"}),
