@@ -209,12 +209,11 @@ def available_memory() -> tuple:
                 break
     except (OSError, ValueError, IndexError):
         pass
-    if avail is None:
+    if avail is None:  # no /proc/meminfo: the free pages POSIX reports, where the system has them
         try:
-            import psutil
-
-            avail, where = int(psutil.virtual_memory().available), "psutil.virtual_memory().available"
-        except Exception:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            where = "sysconf(SC_AVPHYS_PAGES)"
+        except (ValueError, OSError, AttributeError):
             pass
     left = _cgroup_memory_left()
     if left is not None and (avail is None or left < avail):

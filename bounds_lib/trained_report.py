@@ -344,7 +344,8 @@ def plot_proxy_vs_gap(groups: dict, names, table=None, target="gap_error", marke
             ax.set_title(f"τ = {S.format_interval(table[k]['overall'])}")
     for ax in axes[::2]:
         ax.set_ylabel("gap")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(3, len(groups)))
+    # at most two legend columns: three long labels side by side are wider than a phone's figure
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(2, len(groups)))
     return fig
 
 
@@ -461,7 +462,8 @@ def plot_pstar_vs_strength(rows):
         ax.set_xlabel("strength (leftmost point: plain)")
     a1.set(ylabel="share of matrices with p* > 0", ylim=(-0.05, 1.05))
     a2.set(ylabel="B_ours / (3LN + √L)", ylim=(0, 1.05))
-    fig.legend(loc="outside lower center", ncol=2)
+    # one column: two of these labels side by side are wider than the figure
+    fig.legend(loc="outside lower center", ncol=1)
     return fig
 
 

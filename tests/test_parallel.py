@@ -509,3 +509,21 @@ def test_device_reaches_every_unit(llama_dir, tmp_path, monkeypatch):
     for a, b in zip(here.matrices, torch_cpu.matrices):
         assert spectra_agree(a.sigma, b.sigma, a.shape)[0]
     assert seen[-18:-9] == ["torch-cpu"] * 9
+
+
+def test_available_memory_without_proc_meminfo_uses_posix_or_says_unknown(monkeypatch):
+    from pathlib import Path
+
+    real_read = Path.read_text
+
+    def no_meminfo(self, *a, **k):
+        if str(self) == "/proc/meminfo":
+            raise OSError("no such file")
+        return real_read(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", no_meminfo)
+    monkeypatch.setattr(PAR, "_cgroup_memory_left", lambda: None)
+    avail, where = PAR.available_memory()
+    assert (where, avail > 0) == ("sysconf(SC_AVPHYS_PAGES)", True)
+    monkeypatch.setattr(PAR.os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert PAR.available_memory() == (None, "unknown (no /proc/meminfo)")
