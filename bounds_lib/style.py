@@ -4,12 +4,14 @@ Every chapter's setup cell calls :func:`use_book_style` once. It
 
 * applies ``bounds_lib/book.mplstyle`` (fonts sized for the page, one colour cycle, grid, white
   background), and
-* inside IPython (the book build, Jupyter, Colab) makes every matplotlib figure display as a
-  150-dpi PNG whose text metadata records the smallest font size in the figure (``BookMinFontPt``),
-  the dpi it was saved at (``BookDPI``) and how many panels share a row (``BookPanelsPerRow``).
-  ``tests/test_browser_layout.py`` reads these to check, for every figure on every page, that its
-  text is at least 10 pt at the size a 1280 px window displays it and at least 9 CSS px on a 390 px
-  phone, and that no row holds more than two panels.
+* inside IPython (the book build, Jupyter, Colab) makes every matplotlib figure display as one output
+  in two formats: an **SVG** (vector: the web book shows it, sharp at every width and zoom) and a
+  150-dpi **PNG** (for the PDF, whose LaTeX cannot include SVG, and for viewers that do not render
+  SVG). Both record the smallest font size in the figure (``BookMinFontPt``) and how many panels share
+  a row (``BookPanelsPerRow``): the PNG in its text chunks, with the dpi it was saved at
+  (``BookDPI``), the SVG in its ``<dc:description>``. ``tests/test_browser_layout.py`` reads these to
+  check, for every figure on every page, that its text is at least 10 pt at the size a 1280 px window
+  displays it and at least 9 CSS px on a 390 px phone, and that no row holds more than two panels.
 
 Use :func:`book_subplots` instead of ``plt.subplots`` for panels: it refuses more than two columns
 (put further panels on a second row) and sizes the figure for the page column.
@@ -30,6 +32,8 @@ __all__ = [
     "min_font_pt",
     "panels_per_row",
     "figure_png",
+    "figure_svg",
+    "svg_metadata",
 ]
 
 STYLE_FILE = Path(__file__).with_name("book.mplstyle")
@@ -38,8 +42,9 @@ MAX_PANELS_PER_ROW = 2
 # Width of every figure in inches. A phone (390 px window) shows a figure 342 CSS px wide, so text of
 # f pt is f/72 · 342/w CSS px there: at w = 5.0 in (5.1 with the tight bounding box) the style's
 # smallest text, 10.5 pt, is 9.8 CSS px (issue #19 asks for 9; at the former 6.4 in it was 7.6). At
-# 150 dpi that is about 765 image px, 2.2 device pixels per CSS px on a phone, and about the natural
-# size on a 1280 px window (tests/test_browser_layout.py checks both widths).
+# 150 dpi the PNG is about 765 image px, 2.2 device pixels per CSS px on a phone. The SVG's natural
+# width is 5.1 in = 490 CSS px; book-layout.css shows it at the column's width (672 px at a 1280 px
+# window, 342 px on a phone), as the PNG was (tests/test_browser_layout.py checks both widths).
 PAGE_WIDTH_IN = 5.0
 
 
@@ -73,8 +78,9 @@ def use_book_style() -> None:
 
         formatters = ip.display_formatter.formatters
         for mime, formatter in formatters.items():
-            if mime != "image/png":
-                formatter.pop(Figure, None)  # one image per figure (no SVG/PDF duplicates)
+            if mime not in ("image/png", "image/svg+xml"):
+                formatter.pop(Figure, None)  # no PDF/JPEG copies: one output, in two formats
+        formatters["image/svg+xml"].for_type(Figure, _svg_formatter)
         formatters["image/png"].for_type(Figure, _png_formatter)
 
 
@@ -180,23 +186,77 @@ def panels_per_row(fig) -> int:
     return best
 
 
+def _book_metadata(fig) -> dict[str, str]:
+    font = min_font_pt(fig)
+    return {
+        "BookMinFontPt": "none" if font is None else f"{font:g}",
+        "BookPanelsPerRow": str(panels_per_row(fig)),
+    }
+
+
 def figure_png(fig, dpi: int = SAVE_DPI) -> bytes:
     """PNG bytes of ``fig`` at ``dpi`` with the book's metadata (see the module docstring)."""
     import io
 
-    font = min_font_pt(fig)
-    meta = {
-        "BookDPI": str(dpi),
-        "BookMinFontPt": "none" if font is None else f"{font:g}",
-        "BookPanelsPerRow": str(panels_per_row(fig)),
-    }
+    meta = {"BookDPI": str(dpi), **_book_metadata(fig)}
     buf = io.BytesIO()
     fig.canvas.print_figure(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white",
                             metadata=meta)
     return buf.getvalue()
 
 
+def figure_svg(fig) -> str:
+    """SVG text of ``fig`` with the book's metadata in its ``<dc:description>``.
+
+    The text is drawn as paths (``svg.fonttype: path`` in the style), so the figure looks the same in
+    every browser, with or without the fonts installed; the element ids are salted with a constant
+    (``svg.hashsalt``) and no date is written, so the same figure gives the same text in every run.
+    :func:`svg_metadata` reads the metadata back.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> use_book_style()
+    >>> fig, ax = book_subplots()
+    >>> _ = ax.plot([0, 1], [1, 0])
+    >>> svg = figure_svg(fig)
+    >>> svg.lstrip().startswith("<?xml") and svg_metadata(svg) == {"BookMinFontPt": "10.5", "BookPanelsPerRow": "1"}
+    True
+    >>> plt.close(fig)
+    """
+    import io
+
+    meta = _book_metadata(fig)
+    description = "; ".join(f"{k}={v}" for k, v in meta.items())
+    buf = io.StringIO()
+    fig.canvas.print_figure(buf, format="svg", bbox_inches="tight", facecolor="white",
+                            metadata={"Date": None, "Description": description})
+    return buf.getvalue()
+
+
+def svg_metadata(svg: str | bytes) -> dict[str, str]:
+    """The book's metadata of an SVG made by :func:`figure_svg` (``{}`` for any other SVG)."""
+    import re
+    from xml.etree import ElementTree
+
+    text = svg.decode("utf-8") if isinstance(svg, bytes) else svg
+    try:
+        root = ElementTree.fromstring(text.encode("utf-8"))
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"not an SVG document: {exc}") from None
+    node = root.find(".//{http://purl.org/dc/elements/1.1/}description")
+    if node is None or not node.text:
+        return {}
+    return dict(re.findall(r"(Book\w+)=([^;]+)", node.text))
+
+
 def _png_formatter(fig):
     if not fig.axes and not fig.lines and not fig.images:  # as IPython does: nothing to show
         return None
     return figure_png(fig)
+
+
+def _svg_formatter(fig):
+    if not fig.axes and not fig.lines and not fig.images:
+        return None
+    return figure_svg(fig)

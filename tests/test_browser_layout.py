@@ -12,10 +12,11 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
   edge that hides more);
 * **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles,
   Markdown outputs such as tables);
-* **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its PNG
-  records the smallest font size, the dpi and panels per row), its smallest text is ≥ 10 pt at the
-  size the page shows it at 1280 px and ≥ 9 CSS px on a 390 px phone, and no row holds more than
-  two panels.
+* **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its SVG,
+  or a slider frame's PNG, records the smallest font size and panels per row, the PNG also its dpi),
+  its smallest text is ≥ 10 pt at the size the page shows it at 1280 px and ≥ 9 CSS px on a 390 px
+  phone, no row holds more than two panels, and it is sharp on a phone: vector (SVG), or a PNG with
+  at least 2 image pixels per CSS pixel (issue #19).
 """
 from __future__ import annotations
 
@@ -294,10 +295,24 @@ def test_displayed_font_px_on_a_phone():
     assert before == pytest.approx(7.66, abs=0.01) and before < MIN_PHONE_PX
     # 5.0 in (765 px) at 150 dpi: 9.8 CSS px
     assert displayed_font_px(10.5, 150, 765, 342) > MIN_PHONE_PX
+    # the same figure as an SVG: natural 5.1 in = 490 CSS px, shown 342: the same 9.8 CSS px
+    assert displayed_font_px(10.5, 96, 490, 342) == pytest.approx(displayed_font_px(10.5, 150, 765, 342), rel=0.01)
+
+
+# An SVG's natural size is its width in inches at the CSS 96 px per inch: its "dpi" on the page.
+SVG_CSS_DPI = 96.0
+# A raster figure is sharp on a phone when it has at least this many image pixels per CSS pixel
+# (phones have 2-3 device pixels per CSS pixel).
+MIN_PHONE_PIXELS_PER_PX = 2.0
 
 
 def _figure_problems(img) -> tuple[str, dict | None, list[str]]:
-    """(name, BookMinFontPt/BookDPI/BookPanelsPerRow metadata or None, problems) of one shown image."""
+    """(name, BookMinFontPt/BookDPI/BookPanelsPerRow metadata or None, problems) of one shown image.
+
+    An SVG's ``BookDPI`` is :data:`SVG_CSS_DPI` (its natural width is its inches at 96 CSS px each).
+    """
+    from bounds_lib.style import svg_metadata
+
     url = urlsplit(img["src"])
     if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.interactive)
         path, name = io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), "slider frame"
@@ -306,12 +321,37 @@ def _figure_problems(img) -> tuple[str, dict | None, list[str]]:
     else:
         path = Path(unquote(url.path))
         name = path.name
+        if path.suffix.lower() == ".svg":
+            meta = svg_metadata(path.read_bytes())
+            if "BookMinFontPt" not in meta:
+                return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.figure_svg"]
+            return name, {**meta, "BookDPI": str(SVG_CSS_DPI), "vector": "1"}, []
         if path.suffix.lower() != ".png":
-            return name, None, [f"{name}: not a PNG made with bounds_lib.style.use_book_style()"]
+            return name, None, [f"{name}: not an SVG or PNG made with bounds_lib.style.use_book_style()"]
     meta = _png_meta(path)
     if "BookMinFontPt" not in meta:
         return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()"]
     return name, meta, []
+
+
+def sharpness_problem(name: str, meta: dict, natural_px: float, shown_px: float) -> str | None:
+    """Why a figure shown ``shown_px`` wide on a phone is blurry, or None: vector, or ≥ 2 image px per CSS px."""
+    if meta.get("vector"):
+        return None
+    ratio = natural_px / shown_px
+    if ratio < MIN_PHONE_PIXELS_PER_PX:
+        return (f"{name}: {ratio:.2f} image px per CSS px on a 390 px phone ({natural_px} px shown "
+                f"{shown_px:.0f} px wide; at least {MIN_PHONE_PIXELS_PER_PX:g}, or an SVG)")
+    return None
+
+
+def test_sharpness_rule():
+    png = {"BookMinFontPt": "10.5", "BookDPI": "150"}
+    # the 150-dpi frames (765 px) on a phone: 2.2 image px per CSS px
+    assert sharpness_problem("f", png, 765, 342) is None
+    # the 100-dpi frames before (517 px): 1.5
+    assert "1.51 image px" in sharpness_problem("f", png, 517, 342)
+    assert sharpness_problem("f", {**png, "vector": "1"}, 490, 342) is None
 
 
 @needs_browser
@@ -326,6 +366,10 @@ def test_figures_readable_on_a_phone(open_page, page_path):
             if px < MIN_PHONE_PX:
                 problems.append(f"{name}: smallest text {px:.1f} CSS px at 390 px (saved {meta['BookMinFontPt']} pt "
                                 f"at {meta['BookDPI']} dpi, shown {img['shown']:.0f} of {img['natural']} px)")
+        if meta:
+            blur = sharpness_problem(name, meta, img["natural"], img["shown"])
+            if blur:
+                problems.append(blur)
     assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)
 
 

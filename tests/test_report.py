@@ -18,8 +18,10 @@ from bounds_lib.spectra import compute_spectra  # noqa: E402
 from bounds_lib.style import (  # noqa: E402
     book_subplots,
     figure_png,
+    figure_svg,
     min_font_pt,
     panels_per_row,
+    svg_metadata,
     use_book_style,
 )
 from tiny_checkpoints import synthetic_spectra  # noqa: E402
@@ -224,3 +226,53 @@ def test_style_measures_what_it_claims():
         book_subplots(1, 3)
     with pytest.raises(ValueError, match="figsize"):
         book_subplots(1, 1, figsize=(3, 3))
+
+
+def test_svg_carries_the_same_metadata_as_the_png():
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3))  # a figure the style would refuse: 3 panels, 7 pt
+    axes[0].legend(handles=axes[0].plot([1, 2], label="layer 0"), fontsize=7)
+    svg, png = figure_svg(fig), _meta(fig)
+    plt.close(fig)
+    meta = svg_metadata(svg)
+    assert meta == {"BookMinFontPt": "7", "BookPanelsPerRow": "3"}
+    assert {k: png[k] for k in meta} == meta
+    # the SVG's natural width is the figure's width (tight box) in points: 9 in is ~648 pt
+    width_pt = float(svg.split('width="', 1)[1].split("pt", 1)[0])
+    assert 600 < width_pt < 680
+    # text as paths: no <text> element, so a browser without the font draws the same figure
+    assert "<text" not in svg
+
+
+def test_svg_metadata_of_other_documents():
+    assert svg_metadata('<svg xmlns="http://www.w3.org/2000/svg"/>') == {}
+    with pytest.raises(ValueError, match="not an SVG document"):
+        svg_metadata("<svg")
+
+
+def test_book_style_displays_one_output_in_svg_and_png():
+    # in an IPython shell (a fresh process: the shell is a process-wide singleton) a figure formats to
+    # one output holding an SVG and a PNG, with the same metadata, and nothing else but its text
+    import subprocess
+    import sys
+
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "import matplotlib; matplotlib.use('agg')\n"
+        "from bounds_lib.style import use_book_style, book_subplots, svg_metadata\n"
+        "use_book_style()\n"
+        "fig, ax = book_subplots(); ax.plot([0, 1])\n"
+        "data, _ = ip.display_formatter.format(fig)\n"
+        "print(sorted(data)); print(svg_metadata(data['image/svg+xml']))\n"
+        "import matplotlib.pyplot as plt; empty = plt.figure()\n"
+        "print(sorted(ip.display_formatter.format(empty)[0]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "['image/png', 'image/svg+xml', 'text/plain']"
+    assert lines[1] == "{'BookMinFontPt': '10.5', 'BookPanelsPerRow': '1'}"
+    # an empty figure shows nothing but its text, as IPython's own formatter does
+    assert lines[2] == "['text/plain']"

@@ -1,8 +1,10 @@
 /* Figures and wide tables on any screen (issue #19).
  *
- * Figures: a figure is drawn for the page column (6.4 in at 150 dpi); on a phone it is shown at a third
- * of its natural size. Tapping (or clicking) a figure opens it at its natural size in a dialog that
- * scrolls and can be pinch-zoomed; a tap on the dialog, its close button or Escape closes it.
+ * Figures: a figure is drawn for the page column (5 in; an SVG, or a 150-dpi PNG for a slider's
+ * frames); on a phone it is shown 342 px wide. Tapping (or clicking) a figure opens it in a dialog
+ * that scrolls and can be pinch-zoomed: a PNG at its natural size (765 px), an SVG at 2.25 times the
+ * width it had on the page (the same 765 px on a phone), or at the window's width when that is wider
+ * (a laptop). A tap on the dialog, its close button or Escape closes it.
  *
  * Wide tables: a table wider than its column scrolls inside it (reader.css); the element that scrolls
  * gets the class "table-scrolls": book-layout.css keeps the first column in view while the rest
@@ -39,6 +41,11 @@
     var big = document.createElement("img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
+    if (/\.svg([?#]|$)/i.test(big.src) || big.src.indexOf("data:image/svg") === 0) {
+      var shown = img.getBoundingClientRect().width;
+      var room = document.documentElement.clientWidth;
+      big.style.width = Math.round(room >= 1.5 * shown ? room : 2.25 * shown) + "px";
+    }
     frame.appendChild(big);
     d.showModal();
   }
