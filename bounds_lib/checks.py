@@ -17,17 +17,19 @@ The checks of the chapters live here too, next to the harness; the bound modules
 mathematics they check:
 
 * Chapter 1 — :func:`falsify_norm_inequalities` (:data:`bounds_lib.norms.NORM_INEQUALITIES`);
-* Chapter 2 — :func:`falsify_split`, :func:`adversarial_split` (the split lemmas of
+* Chapter 2 — :func:`falsify_split`, :func:`adversarial_split`, :func:`check_split` (the split lemmas of
   :mod:`bounds_lib.interpolation`);
-* Chapter 3 — :func:`falsify_softmax`, :func:`falsify_logits`, :func:`falsify_layer_lipschitz`,
+* Chapter 3 — :func:`falsify_softmax`, :func:`check_softmax`, :func:`falsify_logits`,
+  :func:`check_logits`, :func:`falsify_layer_lipschitz`, :func:`check_layer_lipschitz`,
   :func:`adversarial_layer_lipschitz`, :func:`falsify_parameter_perturbation`,
   :func:`adversarial_parameter_perturbation`, :func:`check_parameter_perturbation`,
-  :func:`falsify_multihead_gamma`,
-  :func:`falsify_composition` (the factors of :mod:`bounds_lib.propagation`);
+  :func:`falsify_multihead_gamma`, :func:`check_multihead_gamma`, :func:`check_multihead_gamma_optimiser`,
+  :func:`falsify_composition`, :func:`check_composition`, :func:`check_multihead_composition` (the
+  factors of :mod:`bounds_lib.propagation`);
 * Chapter 4 — :func:`falsify_rounding`, :func:`falsify_shell_inflation`, :func:`check_shells` (the
   lemmas of :mod:`bounds_lib.peeling`);
 * Chapter 5 — :func:`falsify_log_factor`, :func:`falsify_frobenius_row` (the orders table of
-  :mod:`bounds_lib.orders` against the theorem), :func:`check_theorem_constants`,
+  :mod:`bounds_lib.orders` against the theorem), :func:`check_log_factor`, :func:`check_theorem_constants`,
   :func:`check_regime_slopes`, :func:`check_orders_in_depth` (SymPy claims).
 
 A statement checked by several claims returns a :class:`CheckResult`: one line saying how many hold.
@@ -69,9 +71,13 @@ __all__ = [
     "falsify_norm_inequalities",
     "falsify_split",
     "adversarial_split",
+    "check_split",
     "falsify_softmax",
     "falsify_logits",
     "falsify_layer_lipschitz",
+    "check_softmax",
+    "check_logits",
+    "check_layer_lipschitz",
     "falsify_parameter_perturbation",
     "falsify_multihead_gamma",
     "adversarial_layer_lipschitz",
@@ -81,6 +87,10 @@ __all__ = [
     "falsify_multihead_layer",
     "adversarial_multihead_gamma",
     "falsify_multihead_composition",
+    "check_multihead_gamma",
+    "check_multihead_gamma_optimiser",
+    "check_composition",
+    "check_multihead_composition",
     "rounding_ratio",
     "falsify_rounding",
     "falsify_shell_inflation",
@@ -88,6 +98,7 @@ __all__ = [
     "LOG_FACTOR_DOMAIN",
     "log_factors",
     "falsify_log_factor",
+    "check_log_factor",
     "falsify_frobenius_row",
     "check_theorem_constants",
     "check_regime_slopes",
@@ -429,6 +440,39 @@ def adversarial_split(rng, trials=200, restarts=3, k=12, weaken=1.0, maxiter=40)
     return out
 
 
+def check_split(rng, trials=10_000, weaken=1.1, search_trials=200, restarts=3):
+    """Lemmas ``ch02-lem-rank`` and ``ch02-lem-tail`` (the split at ``τ``), checked three ways, with power.
+
+    In this order on ``rng``: :func:`falsify_split` (all thresholds), :func:`falsify_split` with
+    ``τ < σ₁`` only, :func:`adversarial_split` (``search_trials`` draws, ``restarts`` starts); then,
+    against the bounds divided by ``weaken``, :func:`falsify_split` with ``τ < σ₁`` and
+    :func:`adversarial_split`. Claims: no violation of the
+    three bounds in any of the first three runs; with ``τ < σ₁`` the two tail bounds are not attained
+    at random; as power, random draws break the rank bound ÷ ``weaken`` and the optimiser breaks all
+    three. ``values``: ``random``, ``nondegenerate``, ``optimiser`` and ``weakened`` (the last one
+    random then optimiser), lists of :class:`Falsification` in the order rank, tail (dimension),
+    tail (Schatten).
+    """
+    search = dict(trials=search_trials, restarts=restarts)
+    runs = dict(random=falsify_split(rng, trials=trials),
+                nondegenerate=falsify_split(rng, trials=trials, nondegenerate=True),
+                optimiser=adversarial_split(rng, **search))
+    runs["weakened"] = (falsify_split(rng, trials=trials, nondegenerate=True, weaken=weaken)
+                        + adversarial_split(rng, weaken=weaken, **search))
+    random, nd, weak = runs["random"], runs["nondegenerate"], runs["weakened"]
+    claims = (
+        (f"no violation in {trials} random draws", all(f.trials >= trials and f.violations == 0 for f in random)),
+        ("none with tau < sigma_1", all(f.trials >= trials and f.violations == 0 for f in nd)),
+        ("none found by the optimiser", all(f.violations == 0 for f in runs["optimiser"])),
+        ("with tau < sigma_1 the tail bounds are not attained at random", all(f.worst_ratio < 1 for f in nd[1:])),
+        (f"power: random draws break the rank bound / {weaken:g}", weak[0].violations > 0),
+        (f"power: the optimiser breaks all three bounds / {weaken:g}", all(f.violations > 0 for f in weak[3:])),
+    )
+    detail = "worst ratios (rank, tail dim., tail Schatten): " + "; ".join(
+        f"{k} " + ", ".join(f"{f.worst_ratio:.4f}" for f in runs[k][-3:]) for k in runs)
+    return CheckResult("the split lemmas", claims, detail, runs)
+
+
 # -------------------------------- Chapter 3: softmax, logits, layer factor, parameter perturbation, composition
 
 
@@ -483,6 +527,77 @@ def falsify_layer_lipschitz(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TI
         lam = np.exp(log_layer_lipschitz(sc[2], sc[1], sc[0], M.ACTIVATION_LIPSCHITZ[act], softmax_const))
         out.append(num / (lam * np.maximum(den, TINY_DENOMINATOR)))
     return Falsification("layer Lipschitz Λ", np.concatenate(out)[:trials])
+
+
+def check_softmax(rng, trials=10_000, points=20_000, softmax_const=SOFTMAX_LINF_L1_TIGHT):
+    """Lemma ``ch03-lem-softmax`` (softmax is ``c``-Lipschitz from ℓ∞ to ℓ1 with ``c = 1``), checked.
+
+    In this order on ``rng``: the exact ``∞→1`` norm of the Jacobian
+    (:func:`bounds_lib.propagation.softmax_jacobian_linf_l1`) at ``points`` random logits of 6 tokens
+    (scales ``e^{-4}`` to ``e^2``); :func:`falsify_softmax` with ``softmax_const`` and with
+    ``softmax_const / 1.1``. Claims: the Jacobian norm is at most ``c`` everywhere and equals ``c``
+    at ``z = 0``, ``T = 2`` (the constant cannot be lowered); no difference quotient exceeds ``c``;
+    as power, ``c/1.1`` is broken. ``values``: ``jacobian`` (the norms), ``random``, ``weakened``.
+    """
+    from .propagation import softmax_jacobian_linf_l1
+
+    points = check_scalar(points, "points", int, min_val=1)
+    Z = rng.standard_normal((points, 6)) * np.exp(rng.uniform(-4, 2, (points, 1)))
+    jac = softmax_jacobian_linf_l1(Z)
+    soft = falsify_softmax(rng, trials=trials, softmax_const=softmax_const)
+    weak = falsify_softmax(rng, trials=trials, softmax_const=softmax_const / 1.1)
+    claims = (
+        (f"Jacobian norm <= c at {points} points", float(jac.max()) <= softmax_const * (1 + 1e-12)),
+        ("Jacobian norm = c at z = 0, T = 2", softmax_jacobian_linf_l1(np.zeros(2))[0] == softmax_const),
+        (f"no difference quotient above c in {soft.trials} draws",
+         soft.trials >= trials and soft.worst_ratio <= 1 + VIOLATION_TOL),
+        ("power: c / 1.1 is broken", weak.violations > 0),
+    )
+    detail = f"max Jacobian norm {jac.max():.6f}; worst quotient ratio {soft.worst_ratio:.10f}"
+    return CheckResult("softmax l∞→l1", claims, detail, dict(jacobian=jac, random=soft, weakened=weak))
+
+
+def check_logits(rng, trials=10_000, weaken=1.1):
+    """Lemma ``ch03-lem-logits`` (bilinear logits), checked by :func:`falsify_logits`.
+
+    Claims: no violation in ``trials`` draws; as power, the same draws break the bound divided by
+    ``weaken``. ``values``: ``random`` (the :class:`Falsification`), ``weak_violations``.
+    """
+    logit = falsify_logits(rng, trials=trials)
+    weak_viol = int(np.count_nonzero(weaken * logit.ratios > 1))
+    claims = (
+        (f"no violation in {logit.trials} draws", logit.trials >= trials and logit.worst_ratio <= 1),
+        (f"power: the same draws break the bound / {weaken:g}", weak_viol > 0),
+    )
+    return CheckResult("bilinear logits", claims, f"worst ratio {logit.worst_ratio:.6f}; "
+                       f"{weak_viol} violations of the bound / {weaken:g}",
+                       dict(random=logit, weak_violations=weak_viol))
+
+
+def check_layer_lipschitz(rng, trials=10_000, false_const=0.25, **search):
+    """Theorem ``ch03-thm-layer`` (the per-layer factor Λ), checked; random draws alone have no power.
+
+    In this order on ``rng``: :func:`falsify_layer_lipschitz` with the tight softmax constant and with
+    the false ``false_const``; :func:`adversarial_layer_lipschitz` (keywords ``search``) with both.
+    Claims: no violation in the random draws or by the optimiser; the random draws miss the false
+    constant (why the optimiser is needed); as power, the optimiser breaks it. ``values``: ``random``,
+    ``random_false``, ``optimiser``, ``optimiser_false``.
+    """
+    runs = dict(
+        random=falsify_layer_lipschitz(rng, trials=trials, softmax_const=SOFTMAX_LINF_L1_TIGHT),
+        random_false=falsify_layer_lipschitz(rng, trials=trials, softmax_const=false_const),
+        optimiser=adversarial_layer_lipschitz(rng, **search),
+        optimiser_false=adversarial_layer_lipschitz(rng, softmax_const=false_const, **search),
+    )
+    claims = (
+        (f"no violation in {runs['random'].trials} random draws",
+         runs["random"].trials >= trials and runs["random"].violations == 0),
+        ("no violation found by the optimiser", runs["optimiser"].violations == 0),
+        (f"random draws miss the false constant c = {false_const:g}", runs["random_false"].violations == 0),
+        (f"power: the optimiser breaks c = {false_const:g}", runs["optimiser_false"].violations > 0),
+    )
+    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.3f}" for k, f in runs.items())
+    return CheckResult("layer Lipschitz Λ", claims, detail, runs)
 
 
 def falsify_parameter_perturbation(rng, trials=10_000, softmax_const=SOFTMAX_LINF_L1_TIGHT, released=False):
@@ -865,6 +980,96 @@ def falsify_multihead_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weak
                          np.concatenate([f.adversarial for f in parts]))
 
 
+def check_multihead_gamma(rng, rng_released, trials=10_000):
+    """Lemma ``ch03-lem-gamma-mh`` by random draws (:func:`falsify_multihead_gamma`), and the released γ.
+
+    The lemma's γ on ``rng``, the released γ on ``rng_released``. Claims: no violation of the
+    lemma in ``trials`` draws; the released γ is violated; its ``γ_{M_out} = 1`` in particular (worst
+    ratio above 1 among the draws perturbing ``M_out``). ``values``: ``proved``, ``proved_keys``,
+    ``released``, ``released_keys``, ``worst_released`` (the worst ratio per matrix type).
+    """
+    mh, mh_keys = falsify_multihead_gamma(rng, trials=trials, released=False)
+    rel, rel_keys = falsify_multihead_gamma(rng_released, trials=trials, released=True)
+    worst = {k: float(rel.ratios[rel_keys == k].max()) for k in MULTI_HEAD_MATRIX_TYPES if np.any(rel_keys == k)}
+    claims = (
+        (f"no violation of the lemma in {mh.trials} draws", mh.trials >= trials and mh.violations == 0),
+        ("the released gamma is violated", rel.violations > 0),
+        ("the released gamma_Mout = 1 is violated", worst.get("M_out", 0.0) > 1),
+    )
+    detail = (f"worst ratios: lemma {mh.worst_ratio:.3g}, released {rel.worst_ratio:.3g} "
+              f"({rel.violations} violations)")
+    return CheckResult("multi-head γ, random draws", claims, detail,
+                       dict(proved=mh, proved_keys=mh_keys, released=rel, released_keys=rel_keys,
+                            worst_released=worst))
+
+
+def check_multihead_gamma_optimiser(rng, reach=0.95, weaken=1.1, **search):
+    """Lemma ``ch03-lem-gamma-mh`` by the optimiser, per matrix type (:func:`adversarial_multihead_gamma`).
+
+    For each type of :data:`bounds_lib.scoring.MULTI_HEAD_MATRIX_TYPES`, in this order on ``rng``: the
+    search against γ, then against γ divided by ``weaken``. Claims, per type: no violation and a
+    worst ratio of at least ``reach`` (the search comes close to the bound); as power, γ/``weaken``
+    is broken. ``values``: ``proved`` and ``weakened``, dicts of :class:`Falsification` by type.
+    """
+    proved, weak = {}, {}
+    for a in MULTI_HEAD_MATRIX_TYPES:
+        proved[a] = adversarial_multihead_gamma(rng, a, **search)
+        weak[a] = adversarial_multihead_gamma(rng, a, weaken=weaken, **search)
+    claims = tuple((f"gamma_{a}: no violation, reaches {reach:g}", f.violations == 0 and f.worst_ratio >= reach)
+                   for a, f in proved.items()) + \
+        tuple((f"power: gamma_{a} / {weaken:g} is broken", f.violations > 0) for a, f in weak.items())
+    detail = "worst ratios " + ", ".join(f"{a} {f.worst_ratio:.4f} (÷{weaken:g}: {weak[a].worst_ratio:.3f})"
+                                         for a, f in proved.items())
+    return CheckResult("multi-head γ, optimiser", claims, detail, dict(proved=proved, weakened=weak))
+
+
+def _compose_claims(runs):
+    """The four claims of a composition check: no violation (whole, QK alone); power (÷1.1, false c)."""
+    return (
+        ("no violation", runs["whole"].violations == 0),
+        ("power: the bound / 1.1 is broken", runs["weakened"].violations > 0),
+        ("no violation perturbing W^QK alone", runs["qk"].violations == 0),
+        ("power: softmax constant 1/2 broken through W^QK", runs["qk_false"].violations > 0),
+    )
+
+
+def check_composition(rng, qk_seed=20260509, trials=60, restarts=1):
+    """Theorem ``ch03-thm-compose`` (composition of data-dependent covers), checked.
+
+    :func:`falsify_composition` on ``rng`` against the bound and the bound divided by 1.1; then,
+    each from ``numpy.random.default_rng(qk_seed)``, perturbing ``W^{QK}`` alone (depth 1) with the
+    tight softmax constant and with ``c = 1/2``. Claims: no violation in either proved run; as
+    power, the weakened bound and the false constant are broken. ``values``: ``whole``,
+    ``weakened``, ``qk``, ``qk_false``.
+    """
+    qk = dict(trials=trials, restarts=restarts, depths=(1,), perturb=("QK",))
+    runs = dict(whole=falsify_composition(rng, trials=trials, restarts=restarts),
+                weakened=falsify_composition(rng, trials=trials, restarts=restarts, weaken=1.1),
+                qk=falsify_composition(np.random.default_rng(qk_seed), **qk),
+                qk_false=falsify_composition(np.random.default_rng(qk_seed), softmax_const=0.5, **qk))
+    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.5f}" for k, f in runs.items())
+    return CheckResult("composition of covers", _compose_claims(runs), detail, runs)
+
+
+def check_multihead_composition(seed=20260509, qk_seed=7, trials=60, qk_trials=40, restarts=2):
+    """Theorem ``ch03-thm-compose-mh`` (composition for the multi-head surrogate), checked.
+
+    :func:`falsify_multihead_composition` from ``numpy.random.default_rng(seed)`` (depths 1 and 2,
+    tanh) against the bound and the bound divided by 1.1; then from ``default_rng(qk_seed)``
+    perturbing ``QK`` alone (depth 1, identity, ``qk_trials`` draws) with the tight constant and
+    with ``c = 1/2``. Claims as :func:`check_composition`. ``values``: ``whole``, ``weakened``,
+    ``qk``, ``qk_false``.
+    """
+    kw = dict(depths=(1, 2), acts=("tanh",), trials=trials, restarts=restarts)
+    kq = dict(depths=(1,), acts=("identity",), trials=qk_trials, restarts=restarts, perturb=("QK",))
+    runs = dict(whole=falsify_multihead_composition(np.random.default_rng(seed), **kw),
+                weakened=falsify_multihead_composition(np.random.default_rng(seed), weaken=1.1, **kw),
+                qk=falsify_multihead_composition(np.random.default_rng(qk_seed), **kq),
+                qk_false=falsify_multihead_composition(np.random.default_rng(qk_seed), softmax_const=0.5, **kq))
+    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.4f}" for k, f in runs.items())
+    return CheckResult("multi-head composition", _compose_claims(runs), detail, runs)
+
+
 # ---------------------------------------------------------------- Chapter 4: rounding lemma and shells
 
 
@@ -1061,6 +1266,43 @@ def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
     tag = "" if weaken == 1.0 else f" (÷{weaken:g})"
     return (falsify("√λ̄ ≤ κ·table" + tag, up, sample, rng, trials=trials, restarts=restarts, maxiter=800),
             falsify("table ≤ √λ̄" + tag, low, sample, rng, trials=trials, restarts=restarts, maxiter=800))
+
+
+def check_log_factor(seed=5, trials=2000, restarts=4, old_factor=None, at=None):
+    """Lemma ``ch05-lem-logfactor`` checked, and the old table's factor set against it (Chapter 5).
+
+    Two runs of :func:`falsify_log_factor`, each from ``numpy.random.default_rng(seed)``: the lemma
+    as proved and both of its sides weakened by 1.1. ``old_factor`` is the factor the earlier table
+    used, as a SymPy ratio to the theorem's ``√λ̄`` (default
+    ``√(log(nT)(L log C + log L)) / √λ̄``), evaluated at ``at`` (default ``n = 10⁵``, ``T = 128``,
+    ``N = 768``, ``C = 1.5``) for ``L = 2, 12, 48``. Claims: no violation of either side; as power,
+    both weakened sides are broken; the old factor leaves the band ``[1, κ]`` below (``L = 2``) and
+    above (``L = 48``). ``values``: ``up``, ``low``, ``up_weak``, ``low_weak`` (the
+    :class:`Falsification`), ``old_at`` (the old ratio per depth) and ``kappa``.
+    """
+    import sympy as sp
+
+    from .orders import SYMBOLS, log_factor_constant, theorem_log_factor
+
+    n, T, N, C, L = (SYMBOLS[k] for k in ("n", "T", "N", "C", "L"))
+    if old_factor is None:
+        old_factor = sp.sqrt(sp.log(n * T) * (L * sp.log(C) + sp.log(L))) / theorem_log_factor()
+    at = {n: 10**5, T: 128, N: 768, C: 1.5} if at is None else at
+    up, low = falsify_log_factor(np.random.default_rng(seed), trials=trials, restarts=restarts)
+    up_w, low_w = falsify_log_factor(np.random.default_rng(seed), trials=trials, restarts=restarts, weaken=1.1)
+    old_at = {Lv: float(old_factor.subs(at).subs(L, Lv)) for Lv in (2, 12, 48)}
+    kappa = log_factor_constant(float(at[n] * at[T] * at[N]))
+    claims = (
+        ("no violation of sqrt(lambda) <= kappa * table", up.violations == 0),
+        ("no violation of table <= sqrt(lambda)", low.violations == 0),
+        ("power: both sides / 1.1 are broken", up_w.violations > 0 and low_w.violations > 0),
+        ("the old factor is below the band at L = 2", old_at[2] < 1),
+        ("the old factor is above the band at L = 48", old_at[48] > kappa),
+    )
+    detail = (f"worst ratios {up.worst_ratio:.4f} (upper), {low.worst_ratio:.4f} (lower); old factor "
+              + ", ".join(f"{v:.2f} at L = {k}" for k, v in old_at.items()) + f"; kappa = {kappa:.3f}")
+    return CheckResult("the log factor of the table", claims, detail,
+                       dict(up=up, low=low, up_weak=up_w, low_weak=low_w, old_at=old_at, kappa=kappa))
 
 
 def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):

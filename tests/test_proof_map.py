@@ -12,9 +12,10 @@ established. The test fails when
 
 How a statement is established, in the page's words: *proved* (a ``{prf:proof}`` on the page),
 *cited* (a textbook result, or a proof that opens with ``*Cited:*`` and derives the rest),
-*reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks``
-functions (``CK.name``) called in an asserting code cell that either follows the statement or its
-proof directly (no prose between) or names the statement in a ``# checks: label, ...`` comment; an
+*reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks`` and
+``bounds_lib.checks_orders`` functions (``CK.name``, ``CO.name``) called in an asserting code cell
+that either follows the statement or its proof directly (no prose between) or names the statement
+in a ``# checks: label, ...`` comment; an
 asserting cell that calls none of them is "a SymPy assert" or "a numeric assert". A cell asserts when it
 has an ``assert`` line or calls a library check's ``.require()``.
 """
@@ -72,12 +73,12 @@ class Statement:
         return ", ".join(marks) or "stated only"
 
 
-_CHECK_CALL = re.compile(r"\bCK\.(\w+)\(")
+_CHECK_CALL = re.compile(r"\b(?:CK|CO)\.(\w+)\(")
 _CHECKS_COMMENT = re.compile(r"#\s*checks:\s*(.+)$")
 
 
 def _check_names(body) -> list[str]:
-    """What an asserting code cell checks with: its ``CK.name`` calls, else "a SymPy/numeric assert"."""
+    """What an asserting code cell checks with: its ``CK.name``/``CO.name`` calls, else "a SymPy/numeric assert"."""
     src = "\n".join(body)
     names = []
     for n in _CHECK_CALL.findall(src):
@@ -248,7 +249,8 @@ def test_detects_a_forward_chapter_ref_in_a_proof():
 
 def test_checks_are_named():
     by = {s.label: s for s in parse()}
-    assert "`falsify_split`" in by["ch02-lem-rank"].checks          # named by a '# checks:' comment
+    assert "`check_split`" in by["ch02-lem-rank"].checks            # named by a "# checks:" comment
+    assert "`check_balanced_covering`" in by["ch02-thm-covering"].checks   # a CO. check is named too
     assert by["ch02-lem-tail-cover"].status.startswith("cited (zhang2002covering)")
     assert not by["thm-gap"].checks                                  # the Dudley cell does not check it
     assert all(c.startswith("`") or c.startswith("a ") for s in by.values() for c in s.checks)

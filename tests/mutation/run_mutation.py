@@ -32,6 +32,8 @@ TESTS = {
     "interpolation": ["tests/test_interpolation.py", "tests/test_interpolation_boundaries.py"],
     "propagation": ["tests/test_propagation.py", "tests/test_propagation_boundaries.py"],
     "checks": ["tests/test_checks.py"],
+    # the SymPy / closed-form checks of Chapters 1, 2, 5, 6 (each must fail on a wrong input)
+    "checks_orders": ["tests/test_checks_orders.py"],
     "peeling": ["tests/test_peeling.py"],
     "orders": ["tests/test_orders.py"],
     "validation": ["tests/test_validation.py"],
@@ -50,6 +52,8 @@ TESTS = {
     # the report rows: Chapter 6's tables (report.py); the per-matrix CSV/JSON rows are scoring's to_row
     "report": ["tests/test_report.py"],
     "reproduce": ["tests/test_reproduce.py"],
+    # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
+    "exercises": ["tests/test_exercises.py"],
 }
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
 SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py"]
