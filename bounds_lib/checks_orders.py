@@ -167,7 +167,7 @@ def check_dudley_scaling(ns, ds, bound, mc, tol_bound=0.02, tol_mc=(0.05, 0.1)):
 def check_balanced_covering(tau_formula=None, covering=None, exponent=None, balanced_sum=None):
     """Theorem ``ch02-thm-covering``: the balancing threshold and the balanced entropy, by SymPy.
 
-    With ``d ≤ d'`` (``ℓ = min``, ``m = d'``: the symbols of :data:`bounds_lib.orders.SYMBOLS`) the
+    With ``d ≤ d'`` (``ℓ = min``, ``m = d'``: the symbols of ``bounds_lib.orders.SYMBOLS``) the
     claimed forms are ``tau_formula`` (default ``(C_s(ℓ+m)ε²/(ℓm))^{1/(p+2)}``, eq.
     ``ch02-eq-tau``), ``covering`` (default ``((C_s(ℓ+m))²(ℓm)^p/ε^{2p})^{1/(p+2)}``, either entropy
     term at ``τ*``, eq. ``ch02-eq-covering``), ``exponent`` (default ``2p/(p+2)``) and, for any
@@ -261,7 +261,7 @@ def check_dudley_log_integral(gamma_form=None, p0_value=None, plain_form=None, m
 def check_covering_endpoints(covering=None, psi0=None, psi2=None, growth=1.7):
     """Exercise ``ch02-ex-special``: the balanced entropy ``Ψ_p`` at ``p = 0`` and ``p = 2``.
 
-    ``covering`` is ``Ψ_p`` in the symbols of :data:`bounds_lib.orders.SYMBOLS` (default
+    ``covering`` is ``Ψ_p`` in the symbols of ``bounds_lib.orders.SYMBOLS`` (default
     :func:`bounds_lib.orders.balanced_log_covering`); ``psi0`` the claimed ``Ψ_0`` (default
     ``C_s(ℓ+m)``, the parameter count of rank-``C_s`` matrices), ``psi2`` the claimed ``Ψ_2`` (default
     ``√(C_s(ℓ+m)ℓm)/ε``, a Frobenius ball). A third claim is what ``Ψ_0`` leaves out: the direct
@@ -287,7 +287,7 @@ def check_covering_endpoints(covering=None, psi0=None, psi2=None, growth=1.7):
 def check_sharp_tail_covering(covering, exponent=None, divergent_at=2, finite_at=sp.Rational(3, 2)):
     """Exercise ``ch02-ex-sharp``: the entropy balanced with the sharper tail bound ``τ^{2−p}C_s``.
 
-    ``covering`` is the derived entropy (symbols of :data:`bounds_lib.orders.SYMBOLS`); ``exponent``
+    ``covering`` is the derived entropy (symbols of ``bounds_lib.orders.SYMBOLS``); ``exponent``
     the claimed ε-exponent (default ``p``). Claims: its ε-exponent (:func:`eps_exponent`) is
     ``exponent``; Dudley's integral of its square root diverges at ``p = divergent_at`` and is finite
     at ``p = finite_at``. ``values["exponent"]``: the exponent read off ``covering``.
