@@ -62,6 +62,58 @@ each_content_page = pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids
 
 
 # --------------------------------------------------------------------------------------------
+# Code fits the column at 1280 px (issue #19)
+# --------------------------------------------------------------------------------------------
+# Every code block a reader sees, with every dropdown (solutions) opened: (kind, line, overflow px) of
+# those that scroll sideways. kind: "input" (a code cell), "output", "markdown" (a fenced block).
+_SCROLLING_CODE = """() => {
+  document.querySelectorAll('.bd-article details').forEach(d => { d.open = true; });
+  return [...document.querySelectorAll('.bd-article pre')]
+    .filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1)
+    .map(e => {
+      const kind = e.closest('.cell_input') ? 'input'
+                 : e.closest('.cell_output, .output') ? 'output' : 'markdown';
+      const line = e.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '');
+      return {kind, chars: line.length, line: line.trim().slice(0, 60), over: e.scrollWidth - e.clientWidth};
+    });
+}"""
+# The API page is the library's reference (autodoc): its examples follow the library's line length.
+CODE_PAGES = [p for p in CONTENT_PAGES if p.name != "api.html"]
+
+
+def _code_problems(found, kinds) -> list[str]:
+    return [f"{c['kind']} block scrolls {c['over']} px: {c['chars']} chars: {c['line']!r}"
+            for c in found if c["kind"] in kinds]
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", CODE_PAGES, ids=_ids)
+def test_code_fits_the_column_at_1280(open_page, page_path):
+    problems = _code_problems(_evaluate(open_page, page_path, _SCROLLING_CODE), {"input", "markdown"})
+    assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)
+
+
+@needs_browser
+def test_code_fit_detector_has_power(open_page, tmp_path):
+    # a planted page in the book's own theme: one 100-character line scrolls, an 80-character one
+    # does not (the column holds 84 at the book's code font), also inside a closed dropdown
+    src = next(p for p in CODE_PAGES if p.parent.name == "notebooks")
+    html = src.read_text(encoding="utf-8")
+    long, short = "x = " + "1 + " * 24 + "1", "y = " + "2 + " * 19 + "2"
+    planted = ('<div class="cell_input"><pre>' + long + '</pre></div>'
+               '<div class="cell_input"><pre>' + short + '</pre></div>'
+               '<details><summary>s</summary><div class="cell_input"><pre>' + long + '</pre></div></details>')
+    page = src.with_name("_planted_code.html")
+    page.write_text(html.replace('<section', planted + '<section', 1), encoding="utf-8")
+    try:
+        found = _code_problems(_evaluate(open_page, page, _SCROLLING_CODE), {"input"})
+    finally:
+        page.unlink()
+    assert len(long) == 100 and len(short) == 80
+    assert len(found) == 2 and all("100 chars" in f for f in found), found
+
+
+# --------------------------------------------------------------------------------------------
 # Navigation
 # --------------------------------------------------------------------------------------------
 _VISIBLE_TOGGLE = """sel => {

@@ -127,6 +127,29 @@ def test_figure_opens_at_full_size_when_tapped_on_a_phone(browser, page_path):
         assert not page.evaluate("() => document.querySelector('dialog.figure-zoom').open")
 
 
+@needs_browser
+@pytest.mark.parametrize("page_path", _with_figures()[:1], ids=_ids)
+def test_vector_figure_opens_at_the_window_width_on_a_laptop(browser, page_path):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
+    try:
+        page = ctx.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        img = page.locator('.bd-article figure img[src$=".svg"]').first
+        img.scroll_into_view_if_needed()
+        shown = img.bounding_box()["width"]
+        # an SVG fills the column at 1280 px (book-layout.css), not its natural 490 px
+        assert shown > 600, shown
+        img.click()
+        page.wait_for_timeout(300)
+        width, room = page.evaluate("""() => [document.querySelector('dialog.figure-zoom img')
+                                                  .getBoundingClientRect().width,
+                                              document.documentElement.clientWidth]""")
+        assert abs(width - room) <= 1 and width > 1.5 * shown, (width, room, shown)
+    finally:
+        ctx.close()
+
+
 # The element that scrolls a wide table: the table itself (reader.css) or the theme's container.
 _SCROLLERS = """() => [...document.querySelectorAll('.bd-article table')]
   .map(t => t.scrollWidth > t.clientWidth + 1 ? t : t.parentElement)
