@@ -35,6 +35,7 @@ __all__ = [
     "merge_results",
     "load_results",
     "proxy_value",
+    "rerun_command",
     "variant_name",
     "unpack_correct",
     "save_model",
@@ -46,6 +47,9 @@ __all__ = [
 RESULTS_SCHEMA = "bounds_lib.trained-results/1"
 #: The command that writes results files, as their ``metadata["command"]`` records it.
 GRID_COMMAND = "python -m bounds_lib.grid"
+# Earlier spellings of GRID_COMMAND in committed files' metadata (the same program: the module
+# ``bounds_lib.experiments`` forwards to ``bounds_lib.grid``).
+_EARLIER_COMMANDS = ("python -m bounds_lib.experiments",)
 
 
 # ----------------------------------------------------------------------------- reading and checking results
@@ -249,6 +253,61 @@ def proxy_value(row: dict, name: str) -> float:
     if name not in row["proxies"]:
         raise KeyError(f"row has no proxy {name!r}; available: {', '.join(PROXY_NAMES)}")
     return float(row["proxies"][name])
+
+
+def rerun_command(metadata: dict, width: int = 78) -> str:
+    """The command that regenerates a results file, as a reader types it today, wrapped at ``width``.
+
+    A results file records the command it was made by (``metadata["command"]``, the module and its
+    arguments as given). Returned: that command without its ``--note`` (free text about the run,
+    which the file keeps), with an earlier spelling of the module (``python -m
+    bounds_lib.experiments``) written as :data:`GRID_COMMAND`, and with shell line continuations
+    (``\\``) between options so that no line is longer than ``width`` characters (a single
+    argument longer than that stays on its own line). The chapters show it in a code block.
+
+    Raises
+    ------
+    ValueError
+        The metadata records no command, or ``width`` is below 20.
+
+    Examples
+    --------
+    >>> meta = {"command": "python -m bounds_lib.experiments --out x.json --preset study --note one run"}
+    >>> print(rerun_command(meta))
+    python -m bounds_lib.grid --out x.json --preset study
+    >>> print(rerun_command(meta, width=36))
+    python -m bounds_lib.grid \\
+        --out x.json --preset study
+    """
+    command = metadata.get("command") if isinstance(metadata, dict) else None
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("the metadata records no command (metadata['command'], which bounds_lib.grid "
+                         "writes into every results file)")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 20:
+        raise ValueError(f"width must be an integer of at least 20 characters, not {width!r}")
+    command = command.split(" --note", 1)[0].strip()
+    for old in _EARLIER_COMMANDS:
+        if command == old or command.startswith(old + " "):
+            command = GRID_COMMAND + command[len(old):]
+    head = GRID_COMMAND if command.startswith(GRID_COMMAND + " ") else command.split()[0]
+    units: list[list[str]] = []  # an option with the values that follow it
+    for token in command[len(head):].split():
+        if token.startswith("--") or not units:
+            units.append([token])
+        else:
+            units[-1].append(token)
+    indent, lines, line = "    ", [], head
+    for unit in units:
+        pieces = [" ".join(unit)]
+        if len(indent + pieces[0]) > width - 2:  # an option with many values: one value a line
+            pieces = [" ".join(unit[:2])] + unit[2:]
+        for piece in pieces:
+            if len(line) + 1 + len(piece) <= width - 2:
+                line += " " + piece
+            else:
+                lines.append(line + " \\")
+                line = indent + piece
+    return "\n".join(lines + [line])
 
 
 def variant_name(config: dict) -> str:

@@ -254,6 +254,18 @@ def label_pairs(rows, same=("L", "N", "n_train", "seed")) -> list:
             and (key := tuple(r["config"][k] for k in same)) in real]
 
 
+def pair_changes(pairs, names=None) -> dict:
+    """``{proxy: array}``: per pair of :func:`label_pairs`, ``log10`` of the proxy of the random-label
+    network minus that of its real-label twin (:func:`bounds_lib.results.proxy_value`).
+
+    ``names`` defaults to every proxy of :data:`PROXIES`. A positive entry: the proxy grew when the
+    labels were made random.
+    """
+    names = tuple(PROXIES) if names is None else tuple(names)
+    return {k: np.array([proxy_value(rand, k) - proxy_value(real, k) for real, rand in pairs], dtype=float)
+            for k in names}
+
+
 def pstar_share(rows) -> float:
     """The share of all matrices of ``rows`` with ``p* > 0`` (Chapter 7: where the spectrum helps).
 

@@ -78,3 +78,38 @@ def test_committed_results_load_from_the_package():
         if (DATA / file).is_file():
             d = R.load_results(name)
             assert d["metadata"]["n_rows"] == len(d["rows"])
+
+
+# ----------------------------------------------------------------------------- the command a chapter shows
+@pytest.mark.parametrize("name", ["study", "robust", "common_loss", "common_loss_rand256", "trained_grid"])
+def test_rerun_command_of_every_committed_file(name):
+    import shlex
+
+    meta = R.load_results(name)["metadata"]
+    shown = R.rerun_command(meta)
+    lines = shown.splitlines()
+    assert all(len(line) <= 78 for line in lines), lines
+    assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\")
+    # the shell reads the same arguments as recorded, without the note, under today's module name
+    recorded = meta["command"].split(" --note", 1)[0].split()
+    # a backslash-newline is removed by the shell (a line continuation); shlex does not know it
+    typed = shlex.split(shown.replace("\\\n", " "))
+    assert typed[:3] == R.GRID_COMMAND.split() and typed[3:] == recorded[3:]
+    assert "--note" not in typed and "bounds_lib.experiments" not in shown
+
+
+def test_rerun_command_wraps_and_refuses():
+    meta = {"command": "python -m bounds_lib.grid --select a=1 b=2 c=3 d=4 e=5 f=6 --jobs 2"}
+    assert R.rerun_command(meta) == meta["command"]
+    narrow = R.rerun_command(meta, width=30).splitlines()
+    assert narrow[0] == "python -m bounds_lib.grid \\"
+    # an option with more values than fit: its values continue on the next line, within the width
+    assert all(len(line) <= 30 for line in narrow) and "    --select a=1 b=2 c=3 d=4 \\" in narrow
+    other = R.rerun_command({"command": "bounds-lib analyze model --json out.json"}, width=30)
+    assert other.splitlines()[0].startswith("bounds-lib ")
+    for bad in ({}, {"command": "  "}, {"command": 3}, None):
+        with pytest.raises(ValueError, match="records no command"):
+            R.rerun_command(bad)
+    for w in (19, 2.5, True):
+        with pytest.raises(ValueError, match="width"):
+            R.rerun_command(meta, width=w)

@@ -51,3 +51,18 @@ def test_plot_spectra_takes_the_matrix_type():
     rows = R.load_results("study")["rows"][:8]
     fig = T.plot_spectra(rows, ["plain"], layer=0, matrix_type="V")
     assert fig.axes[0].get_ylabel() == "σ_i of W^V, layer 0"
+
+
+def test_pair_changes_are_random_minus_real_pair_by_pair():
+    pairs = T.label_pairs(R.load_results("common_loss")["rows"])
+    assert pairs and all(not a["config"]["random_labels"] and b["config"]["random_labels"] for a, b in pairs)
+    change = T.pair_changes(pairs)
+    assert set(change) == set(T.PROXIES)
+    for k, d in change.items():
+        assert d.shape == (len(pairs),)
+        i = len(pairs) // 2
+        a, b = pairs[i]
+        assert d[i] == R.proxy_value(b, k) - R.proxy_value(a, k)
+    # the order matters: swapping the two networks of every pair flips every sign
+    swapped = T.pair_changes([(b, a) for a, b in pairs], names=["B_edelman"])
+    assert np.array_equal(swapped["B_edelman"], -change["B_edelman"])
