@@ -473,6 +473,13 @@ def test_the_check_cell_keeps_an_88_column_description_on_its_line(monkeypatch, 
     assert one_line or lines[-3:-1] == [f"# {asks}", "answer = ..."]
 
 
+def test_a_long_word_in_the_description_is_broken_at_the_column(monkeypatch):
+    asks = "a dict " + "x" * 100
+    monkeypatch.setitem(E.SELF_CHECKS, "ch99-ex-w", E.SelfCheck("ch99-ex-w", asks, lambda: (1.0,), 0.0, "h"))
+    lines = E.check_cell("ch99-ex-w").splitlines()
+    assert max(map(len, lines)) == 88 and "".join(c[2:] for c in lines[3:-2]) == asks
+
+
 @BOOK
 def test_registered_exercises_exist_in_their_chapters():
     for exercise in E.SELF_CHECKS:
