@@ -192,3 +192,123 @@ def test_architecture_bound_holds_and_wrong_forms_or_reports_are_caught(full_ran
         "B_ours (root-sum-square) is B_rss"]
     moved = dataclasses.replace(rep, matrices=(dataclasses.replace(rep.matrices[0], p_star=0.5),) + rep.matrices[1:])
     assert CO.check_architecture_bound(moved, B_sum, B_rss, N, H, d_h).failed == ["every p* = 0"]
+
+
+# ---------------------------------------------------------------- what the reader sees, and the edges (mutation)
+
+
+def test_zero_expands_logarithms_of_symbols_without_assumptions():
+    x, y = sp.symbols("x y")
+    assert CO._zero(sp.log(x * y) - sp.log(x) - sp.log(y)) and not CO._zero(sp.Integer(1))
+    assert CO._same(eps ** (-p), 1 / eps**p) and not CO._same(eps**p, eps ** (p + 1))
+
+
+def test_summary_lines_name_every_claim():
+    r = CO.check_dudley_integral()
+    assert [c for c, _ in r.claims] == [
+        "the integral equals the closed form", "the eps-exponent is at most 1/2 on [0, 2], attained",
+        "the eps-exponent is below 1 on [0, 2]", "finite at p = 0, 1/2, 1, 2",
+        "power: at eps-exponent 1 the integral is infinite"]
+    assert repr(r) == ("Dudley's integral: 5 of 5 claims hold — integral = sqrt(E)*(p + 2)/2, "
+                       "eps-exponent p/(p + 2)") and r.values["exponent"] == p / (p + 2)
+    b = CO.check_balanced_covering()
+    assert repr(b) == "the balanced covering: 4 of 4 claims hold — eps-exponent 2*p/(p + 2)"
+    f = CO.check_balance_factor()
+    assert repr(f) == "the factor of the balance: 2 of 2 claims hold — factor 1.0000 to 2.0000 on (0, 2]"
+    d = CO.check_dudley_log_integral()
+    assert repr(d) == "Dudley's integral with the logarithms: 4 of 4 claims hold — Gamma integral sqrt(pi)/(2*b**(3/2))"
+    e = CO.check_covering_endpoints()
+    assert repr(e) == f"Psi_p at the ends of [0, 2]: 3 of 3 claims hold — p = 0 growth {e.values['growth']:.3f}"
+    s = CO.check_sharp_tail_covering(_sharp())
+    assert repr(s) == "the sharper tail bound: 3 of 3 claims hold — eps-exponent p"
+    o = CO.check_printed_order()
+    assert repr(o) == ("the printed leading order: 3 of 3 claims hold — N-exponents (p + 2)/(2*(p + 1)) (printed), "
+                       "(p + 1)/(p + 2) (released)")
+    want = dict(printed_N=(p + 2) / (2 * (p + 1)), released_N=(p + 1) / (p + 2), cs_printed=sp.Rational(1, 2),
+                cs_released=1 / (p + 2))
+    assert sorted(o.values) == sorted([*want, "agree"]) and o.values["agree"] == [sp.sqrt(2)]
+    assert all(sp.simplify(o.values[k] - v) == 0 for k, v in want.items())
+
+
+def test_dudley_integral_reads_its_inputs_and_its_intervals():
+    x, q = sp.symbols("x q", positive=True)
+    # any symbols: the exponent is read with respect to the variable passed
+    assert CO.check_dudley_integral(x ** (-q / (q + 2)), q, x, (q + 2) / 2).holds
+    # the default integrand with a wrong closed form
+    E = sp.Symbol("E", positive=True)
+    assert CO.check_dudley_integral(closed_form=sp.sqrt(E) * (p + 3) / 2).failed == [
+        "the integral equals the closed form"]
+    for bad in [dict(p=q, closed_form=q), dict(eps=x, closed_form=q), dict(p=q, eps=x)]:
+        with pytest.raises(ValueError, match=r"^pass the integrand with its symbols p and eps and the claimed "
+                                             r"closed_form \(or none of them for the book's\)$"):
+            CO.check_dudley_integral(x**-q, **bad)
+    # exponent (2 - p)/4: at most 1/2, attained at p = 0 only
+    assert CO.check_dudley_integral(x ** (-(2 - q) / 4), q, x, 4 / (2 + q)).holds
+    # exponent 3/2 - p: at least 1 for p <= 1/2 only
+    low = CO.check_dudley_integral(x ** (q - sp.Rational(3, 2)), q, x, 1 / (q - sp.Rational(1, 2)))
+    assert "the eps-exponent is below 1 on [0, 2]" in low.failed
+    # exponent p/3: reaches 1 only beyond [0, 2], at p = 3; the integral without conditions is 3/(3 - p)
+    r = CO.check_dudley_integral(x ** (-q / 3), q, x, 3 / (3 - q))
+    assert r.failed == ["the eps-exponent is at most 1/2 on [0, 2], attained"]
+
+
+def test_scaling_tolerances_are_strict():
+    ns, ds = np.array([1e3, 1e4, 1e5]), np.array([2.0, 8.0, 32.0])
+    bound = 40 * ns[:, None] ** -0.49 * ds[None, :] ** 0.51
+    bound = bound / bound[-1].max() * 0.9
+    mc = 0.5 * ns[:, None] ** -0.47 * ds[None, :] ** 0.05
+    ok = CO.check_dudley_scaling(ns, ds, bound, mc)
+    v = ok.values
+    assert ok.holds and sorted(v) == ["s_d", "s_d_mc", "s_n", "s_n_mc"]
+    assert repr(ok) == (f"Dudley's bound on the linear class: 6 of 6 claims hold — slopes in n: bound {v['s_n']:.3f}, "
+                        f"Monte Carlo {v['s_n_mc']:.3f}; in d: bound {v['s_d']:.3f}, Monte Carlo {v['s_d_mc']:.3f}")
+    assert CO.check_dudley_scaling(ns, ds, bound, mc, tol_bound=abs(v["s_n"] + 0.5)).failed[0] == \
+        "the bound falls like n^(-1/2)"
+    assert CO.check_dudley_scaling(ns, ds, bound, mc, tol_bound=abs(v["s_d"] - 0.5)).failed == [
+        "the bound grows like sqrt(d)"]
+    assert CO.check_dudley_scaling(ns, ds, bound, mc, tol_mc=(abs(v["s_n_mc"] + 0.5), 0.1)).failed == [
+        "the Monte Carlo estimate falls like n^(-1/2)"]
+    assert CO.check_dudley_scaling(ns, ds, bound, mc, tol_mc=(0.05, abs(v["s_d_mc"]))).failed == [
+        "the Monte Carlo estimate is (almost) free of d"]
+    touch = mc.copy()
+    touch[0, 0] = bound[0, 0]
+    assert "the bound is above the estimate everywhere" in CO.check_dudley_scaling(ns, ds, bound, touch).failed
+    one = bound.copy()
+    one[-1, -1] = 1.0
+    assert "the bound is below 1 at the largest n" in CO.check_dudley_scaling(ns, ds, one, mc).failed
+
+
+def test_balanced_covering_takes_the_chapters_own_symbols():
+    a, b = sp.symbols("a b", positive=True)
+    assert CO.check_balanced_covering(balanced_sum=2 * a ** (2 / (p + 2)) * b ** (p / (p + 2))).holds
+
+
+def test_covering_endpoints_use_the_covering_passed_and_a_strict_growth():
+    assert CO.check_covering_endpoints(2 * O.balanced_log_covering()).failed == [
+        "Psi_0 is the claimed form", "Psi_2 is the claimed form"]
+    from bounds_lib.interpolation import log_covering_p0
+
+    want = log_covering_p0(3, 4, 5, 1.0, 1e-3) / log_covering_p0(3, 4, 5, 1.0, 1e-1)
+    r = CO.check_covering_endpoints(growth=want)
+    assert r.values["growth"] == want and r.failed == [
+        f"the direct p = 0 bound grows by more than {want:g} from eps = 0.1 to 0.001"]
+
+
+def test_printed_order_uses_the_released_term_passed():
+    assert "at p = 2 the N-exponents are 2/3 (printed) and 3/4 (released)" in CO.check_printed_order(
+        released=O.released_term() * N ** (p / (p + 2))).failed
+
+
+def test_architecture_tolerances_are_strict(full_rank_report):
+    rep = full_rank_report
+    L, N_, H, d_h = 2, 8, 2, 4
+    B_sum, B_rss = 2 * L * N_ * (math.sqrt(H) + 1) + math.sqrt(L), (2 * N_ + 1) * math.sqrt(L)
+    r = CO.check_architecture_bound(rep, B_sum, B_rss, N_, H, d_h)
+    assert repr(r) == f"B_ours from the shapes alone: 5 of 5 claims hold — B_sum = {B_sum:.6g}, B_rss = {B_rss:.6g}"
+    from bounds_lib.peeling import aggregate_sum
+
+    log_T0 = np.array([m.log_T0 for m in rep.matrices])
+    for claim, diff in [("the sum of the terms T(W;0) is B_sum", abs(aggregate_sum(log_T0, L) - math.log(B_sum))),
+                        ("B_ours (sum) is B_sum", abs(rep.log_B_ours_sum - math.log(B_sum))),
+                        ("B_ours (root-sum-square) is B_rss", abs(rep.log_B_ours_rss - math.log(B_rss)))]:
+        assert claim in CO.check_architecture_bound(rep, B_sum, B_rss, N_, H, d_h, rtol=diff).failed
