@@ -113,3 +113,42 @@ def test_rerun_command_wraps_and_refuses():
     for w in (19, 2.5, True):
         with pytest.raises(ValueError, match="width"):
             R.rerun_command(meta, width=w)
+
+
+def test_rerun_command_edges():
+    grid = R.GRID_COMMAND  # 25 characters
+    # the default width is 78: a line of 76 characters stays one line (two are left for " \")
+    fits = {"command": f"{grid} --out {'x' * (76 - len(grid) - 7)}.json"[:76]}
+    assert len(fits["command"]) == 76 and R.rerun_command(fits) == fits["command"]
+    over = {"command": fits["command"] + "n"}
+    assert R.rerun_command(over).splitlines() == [f"{grid} \\", "    " + over["command"][len(grid) + 1:]]
+    # an option keeps its value on its line: "--preset" alone would fit after "--out x.json" at 50
+    meta = {"command": f"{grid} --out x.json --preset study"}
+    assert R.rerun_command(meta, width=50).splitlines() == [f"{grid} --out x.json \\", "    --preset study"]
+    # the head alone on the first line when even "-m bounds_lib.grid" would not follow "python"
+    assert R.rerun_command(meta, width=24).splitlines()[0] == f"{grid} \\"
+    # an option with its values exactly filling a line (4 + 24 = 28 = 30 - 2) stays whole ...
+    whole = {"command": f"{grid} --select aaaaa=1 bb=2 cc"}
+    assert len("--select aaaaa=1 bb=2 cc") == 24
+    assert R.rerun_command(whole, width=30).splitlines() == [f"{grid} \\", "    --select aaaaa=1 bb=2 cc"]
+    # ... two characters more and its values go on as needed, every line within the width
+    split = R.rerun_command({"command": whole["command"] + "cc"}, width=30).splitlines()
+    assert split == [f"{grid} \\", "    --select aaaaa=1 bb=2 \\", "    cccc"]
+    # the note is cut at its first " --note" (a note may itself mention --note)
+    noted = {"command": f"{grid} --jobs 2 --note see --note of run 3"}
+    assert R.rerun_command(noted) == f"{grid} --jobs 2"
+    assert R.rerun_command(meta, width=20).startswith(grid)
+    with pytest.raises(ValueError, match="width must be an integer of at least 20 characters, not 25.0"):
+        R.rerun_command(meta, width=25.0)
+    with pytest.raises(ValueError, match=r"records no command \(metadata\['command'\], which bounds_lib.grid "
+                                         r"writes into every results file\)"):
+        R.rerun_command({"command": None})
+
+
+def test_rerun_command_keeps_a_fitting_option_whole_on_a_new_line():
+    # at width 60 the option and its values (54 characters + 4 of indent = 58) fit a line of their own
+    # but not after "--out x.json": they start the next line whole, not split across two lines
+    unit = "--select " + " ".join(["aaaaa=1"] * 5) + " bbbbb"
+    assert len(unit) == 54
+    meta = {"command": f"{R.GRID_COMMAND} --out x.json {unit}"}
+    assert R.rerun_command(meta, width=60).splitlines() == [f"{R.GRID_COMMAND} --out x.json \\", "    " + unit]

@@ -52,6 +52,9 @@ TESTS = {
     # the report rows: Chapter 6's tables (report.py); the per-matrix CSV/JSON rows are scoring's to_row
     "report": ["tests/test_report.py"],
     "reproduce": ["tests/test_reproduce.py"],
+    # the figure style: SVG/PNG output and its metadata (the style's tests live with Chapter 6's figures)
+    "style": ["tests/test_report.py"],
+    "trained_report": ["tests/test_trained_report.py"],
     # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
     "exercises": ["tests/test_exercises.py"],
 }
