@@ -276,3 +276,48 @@ def test_book_style_displays_one_output_in_svg_and_png():
     assert lines[1] == "{'BookMinFontPt': '10.5', 'BookPanelsPerRow': '1'}"
     # an empty figure shows nothing but its text, as IPython's own formatter does
     assert lines[2] == "['text/plain']"
+
+
+def test_svg_output_in_process():
+    import matplotlib.pyplot as plt
+
+    from bounds_lib import style
+
+    use_book_style()
+    # IPython's rule, as for the PNG: a figure with nothing drawn shows no image at all
+    empty = plt.figure()
+    assert style._svg_formatter(empty) is None and style._png_formatter(empty) is None
+    for draw in ("axes", "line", "image"):
+        fig = plt.figure()
+        if draw == "axes":
+            fig.add_subplot()
+        elif draw == "line":
+            fig.lines.append(matplotlib.lines.Line2D([0, 1], [0, 1]))
+        else:
+            fig.figimage(np.eye(4))
+        svg = style._svg_formatter(fig)
+        assert svg.lstrip().startswith("<?xml") and svg_metadata(svg.encode("utf-8"))["BookPanelsPerRow"]
+        plt.close(fig)
+    plt.close(empty)
+    # a figure without any text records "none" as its smallest font
+    fig, ax = book_subplots()
+    ax.plot([0, 1])
+    ax.axis("off")
+    assert svg_metadata(figure_svg(fig))["BookMinFontPt"] == "none"
+    plt.close(fig)
+
+
+def test_figure_svg_is_tight_and_white_whatever_the_rc_settings():
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context({"savefig.bbox": None, "savefig.facecolor": "red"}):
+        fig = plt.figure(figsize=(9, 3), layout="none")
+        ax = fig.add_axes((0.4, 0.4, 0.2, 0.2))
+        ax.plot([1, 2])
+        ax.axis("off")
+        svg = figure_svg(fig)
+        plt.close(fig)
+    width_pt = float(svg.split('width="', 1)[1].split("pt", 1)[0])
+    # cropped to what is drawn (a fifth of the width, and the padding), not the 648 pt of the canvas
+    assert width_pt < 9 * 72 / 3
+    assert "#ff0000" not in svg and "fill: #ffffff" in svg

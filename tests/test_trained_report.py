@@ -65,4 +65,4 @@ def test_pair_changes_are_random_minus_real_pair_by_pair():
         assert d[i] == R.proxy_value(b, k) - R.proxy_value(a, k)
     # the order matters: swapping the two networks of every pair flips every sign
     swapped = T.pair_changes([(b, a) for a, b in pairs], names=["B_edelman"])
-    assert np.array_equal(swapped["B_edelman"], -change["B_edelman"])
+    assert list(swapped) == ["B_edelman"] and np.array_equal(swapped["B_edelman"], -change["B_edelman"])
