@@ -79,6 +79,14 @@ def test_line_checks_have_power(tmp_path):
                   "  display_name: Python 3\n---\n\n# T\n\n```{code-cell} ipython3\nx = 1  # why\n"
                   + "y = " + "1 + " * 30 + "1\n```\n")
     assert len(fc.long_visible_lines(md)) == 1
+    # a hide-input cell opens with a click: its lines count; a removed cell's do not
+    long = "y = " + "1 + " * 30 + "1"
+    tagged = tmp_path / "ch98_x.md"
+    tagged.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n"
+                      "  name: python3\n  display_name: Python 3\n---\n\n# T\n\n"
+                      "```{code-cell} ipython3\n:tags: [hide-input]\n\n" + long + "\n```\n\n"
+                      "```{code-cell} ipython3\n:tags: [remove-input]\n\n" + long + "\n```\n")
+    assert [line.split(":")[0] for line in fc.long_visible_lines(tagged)] == ["ch98_x.md cell 1"]
     assert fc.comments_above("x = 1  # why\n") == "# why\nx = 1\n"
     assert fc.comments_above("    f(a,  # first\n      b)\n") == "    # first\n    f(a,\n      b)\n"
     assert fc.comments_above("s = '# no'\n") == "s = '# no'\n" and fc.comments_above("%time x\n") == "%time x\n"

@@ -64,14 +64,19 @@ def comments_above(source: str) -> str:
     return "".join(out)
 
 
+# Tags that take a cell's code off the page; a hide-input/hide-cell cell opens with a click, so its
+# lines must fit the column too.
+REMOVED = {"remove-input", "remove-cell"}
+
+
 def long_visible_lines(md: Path, limit: int = LINE) -> list[str]:
-    """Lines longer than ``limit`` in the code cells a reader sees (not hidden by a tag)."""
+    """Lines longer than ``limit`` in the code cells a reader can see (all but the removed ones)."""
     import jupytext
 
     nb = jupytext.read(md, fmt="md:myst")
     out = []
     for k, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or HIDDEN & set(cell.metadata.get("tags", [])):
+        if cell.cell_type != "code" or REMOVED & set(cell.metadata.get("tags", [])):
             continue
         out += [f"{md.name} cell {k}: {len(ln)} chars: {ln.strip()[:60]}" for ln in cell.source.splitlines()
                 if len(ln) > limit]
