@@ -145,5 +145,6 @@ WAIT_MATHJAX = """async () => {
   if (!mj) return {loaded: false};
   if (mj.startup && mj.startup.promise) { await mj.startup.promise; }
   if (mj.typesetPromise) { await mj.typesetPromise(); }
+  if (document.fonts && document.fonts.ready) { await document.fonts.ready; }
   return {loaded: true};
 }"""

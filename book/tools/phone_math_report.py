@@ -40,6 +40,8 @@ MEASURE = r"""async () => {
   if (!mj) return {mathjax: false, total: 0, offenders: []};
   if (mj.startup && mj.startup.promise) { await mj.startup.promise; }
   if (mj.typesetPromise) { await mj.typesetPromise(); }
+  // the web fonts too: a formula measured before its font is in can be wider or narrower
+  if (document.fonts && document.fonts.ready) { await document.fonts.ready; }
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const tex = new Map();
   if (mj.startup && mj.startup.document) {
