@@ -216,6 +216,11 @@ class CheckResult:
         return self.summary()
 
 
+def _worst_ratios(runs: dict, digits: int) -> str:
+    """``"worst ratios a 0.98, b 1.02"``: each run's worst ratio, for a check's detail line."""
+    return "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.{digits}f}" for k, f in runs.items())
+
+
 def _safe(ratio):
     """``ratio`` made total: NaN, infinite or raising points count as ratio 0 (the optimiser moves on)."""
     def f(x):
@@ -596,7 +601,7 @@ def check_layer_lipschitz(rng, trials=10_000, false_const=0.25, **search):
         (f"random draws miss the false constant c = {false_const:g}", runs["random_false"].violations == 0),
         (f"power: the optimiser breaks c = {false_const:g}", runs["optimiser_false"].violations > 0),
     )
-    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.3f}" for k, f in runs.items())
+    detail = _worst_ratios(runs, 3)
     return CheckResult("layer Lipschitz Λ", claims, detail, runs)
 
 
@@ -786,7 +791,7 @@ def check_parameter_perturbation(rng, trials=10_000):
         ("power: softmax constant 1/4 broken through W^QK", runs["qk_c_quarter"].violations > 0),
         ("power: the bound / 1.1 broken", runs["weakened"].violations > 0),
     )
-    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.4f}" for k, f in runs.items())
+    detail = _worst_ratios(runs, 4)
     return CheckResult("network parameter perturbation", claims, detail, runs)
 
 
@@ -1047,7 +1052,7 @@ def check_composition(rng, qk_seed=20260509, trials=60, restarts=1):
                 weakened=falsify_composition(rng, trials=trials, restarts=restarts, weaken=1.1),
                 qk=falsify_composition(np.random.default_rng(qk_seed), **qk),
                 qk_false=falsify_composition(np.random.default_rng(qk_seed), softmax_const=0.5, **qk))
-    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.5f}" for k, f in runs.items())
+    detail = _worst_ratios(runs, 5)
     return CheckResult("composition of covers", _compose_claims(runs), detail, runs)
 
 
@@ -1066,7 +1071,7 @@ def check_multihead_composition(seed=20260509, qk_seed=7, trials=60, qk_trials=4
                 weakened=falsify_multihead_composition(np.random.default_rng(seed), weaken=1.1, **kw),
                 qk=falsify_multihead_composition(np.random.default_rng(qk_seed), **kq),
                 qk_false=falsify_multihead_composition(np.random.default_rng(qk_seed), softmax_const=0.5, **kq))
-    detail = "worst ratios " + ", ".join(f"{k} {f.worst_ratio:.4f}" for k, f in runs.items())
+    detail = _worst_ratios(runs, 4)
     return CheckResult("multi-head composition", _compose_claims(runs), detail, runs)
 
 

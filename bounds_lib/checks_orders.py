@@ -61,6 +61,11 @@ def _same(a, b) -> bool:
     return _zero(sp.log(a) - sp.log(b))
 
 
+def _log_exponent(expr, x):
+    """``d log(expr)/d log x``: the exponent of ``x`` in ``expr``, read off the formula."""
+    return sp.simplify(sp.diff(sp.log(expr), x) * x)
+
+
 def eps_exponent(expr, eps=_EPS):
     """``−d log(expr)/d log ε``: the exponent ``a`` of ``expr ∝ ε^{-a}``, read off the expression.
 
@@ -70,7 +75,7 @@ def eps_exponent(expr, eps=_EPS):
     >>> eps_exponent(e ** (-p / (p + 2)), e)
     p/(p + 2)
     """
-    return sp.simplify(-sp.diff(sp.log(expr), eps) * eps)
+    return -_log_exponent(expr, eps)
 
 
 def _integral_finite(integrand, eps) -> bool:
@@ -305,11 +310,6 @@ def check_sharp_tail_covering(covering, exponent=None, divergent_at=2, finite_at
 
 
 # ---------------------------------------------------------------- Chapter 5
-
-
-def _log_exponent(expr, x):
-    """``d log(expr)/d log x``: the exponent of ``x`` in ``expr``, read off the formula."""
-    return sp.simplify(sp.diff(sp.log(expr), x) * x)
 
 
 def check_printed_order(printed=None, released=None):

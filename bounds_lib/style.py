@@ -147,6 +147,10 @@ def min_font_pt(fig) -> float | None:
     Returns None for a figure without text.
     """
     fig.draw_without_rendering()
+    return _min_font_pt_drawn(fig)
+
+
+def _min_font_pt_drawn(fig) -> float | None:
     renderer = fig.canvas.get_renderer()
     fbox = fig.bbox
     sizes = []
@@ -168,6 +172,10 @@ def panels_per_row(fig) -> int:
     Two panels share a row when their vertical extents overlap by more than half the smaller one.
     """
     fig.draw_without_rendering()
+    return _panels_per_row_drawn(fig)
+
+
+def _panels_per_row_drawn(fig) -> int:
     boxes = []
     for ax in fig.axes:
         if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
@@ -187,10 +195,11 @@ def panels_per_row(fig) -> int:
 
 
 def _book_metadata(fig) -> dict[str, str]:
-    font = min_font_pt(fig)
+    fig.draw_without_rendering()  # once, for both measures
+    font = _min_font_pt_drawn(fig)
     return {
         "BookMinFontPt": "none" if font is None else f"{font:g}",
-        "BookPanelsPerRow": str(panels_per_row(fig)),
+        "BookPanelsPerRow": str(_panels_per_row_drawn(fig)),
     }
 
 
@@ -250,13 +259,13 @@ def svg_metadata(svg: str | bytes) -> dict[str, str]:
     return dict(re.findall(r"(Book\w+)=([^;]+)", node.text))
 
 
+def _shows_nothing(fig) -> bool:
+    return not fig.axes and not fig.lines and not fig.images  # as IPython decides
+
+
 def _png_formatter(fig):
-    if not fig.axes and not fig.lines and not fig.images:  # as IPython does: nothing to show
-        return None
-    return figure_png(fig)
+    return None if _shows_nothing(fig) else figure_png(fig)
 
 
 def _svg_formatter(fig):
-    if not fig.axes and not fig.lines and not fig.images:
-        return None
-    return figure_svg(fig)
+    return None if _shows_nothing(fig) else figure_svg(fig)

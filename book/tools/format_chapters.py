@@ -24,7 +24,6 @@ import tokenize
 from pathlib import Path
 
 LINE = 80
-HIDDEN = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
 
 
 def comments_above(source: str) -> str:
