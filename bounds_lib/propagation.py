@@ -44,6 +44,7 @@ __all__ = [
     "log_effective_scale",
     "radius_allocation",
     "softmax_jacobian_linf_l1",
+    "bilinear_logit_bound",
     "multihead_block_forward",
     "composition_bound",
     "multihead_forward",
@@ -408,6 +409,15 @@ def softmax_jacobian_linf_l1(z):
     masks = ((np.arange(2**T)[:, None] >> np.arange(T)) & 1).astype(np.float64)  # (2^T, T)
     q = p @ masks.T
     return np.max(4.0 * q * (1.0 - q), axis=-1)
+
+
+def bilinear_logit_bound(spectral_norm, theta, factor=2.0):
+    """``factor·‖W‖₂·θ`` with ``factor = 2``: the change of a logit ``x_t W x_sᵀ`` when both rows (in the unit
+    ball) move by at most ``θ`` (Chapter 3, Lemma ``ch03-lem-logits``; ``factor`` is exposed for the witness's
+    power check, :func:`bounds_lib.witnesses.logit_witness`)."""
+    C = check_scalar(spectral_norm, "spectral_norm", float, min_val=0.0)
+    th = check_scalar(theta, "theta", float, min_val=0.0)
+    return check_scalar(factor, "factor", float, **_POSITIVE) * C * th
 
 
 def multihead_block_forward(X, QK_heads, V_heads, M_in, M_out, phi, logit_scale=1.0):

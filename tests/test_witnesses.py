@@ -1,0 +1,178 @@
+"""Witnesses (bounds_lib.witnesses): every bound attained along its family, every weakened constant broken.
+
+One test per (witness, weakened constant): the weakened bound must be violated by the witness. The ratios
+are checked against their closed forms (so a wrong exponent or a lost factor fails, not only "≤ 1"), and
+bugs planted in the library's bound functions (monkeypatched, as a careless edit would make them) must
+make the witnesses fail: the witnesses run the library's functions, not copies.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from bounds_lib import propagation as P
+from bounds_lib import witnesses as W
+
+CH3 = W.chapter3_witnesses()
+OTHERS = (W.norm_witnesses() + [W.split_witness(k) for k in ("rank", "tail_dim", "tail_schatten")]
+          + [W.shell_witness(), W.rounding_witness(), W.log_factor_witness("upper"),
+             W.log_factor_witness("lower"), W.frobenius_row_witness()])
+ALL = CH3 + OTHERS
+PAIRS = [(w, k) for w in ALL for k in w.weakened]
+
+
+@pytest.mark.parametrize("w", ALL, ids=[w.name for w in ALL])
+def test_the_bound_holds_and_is_attained(w):
+    assert w.holds, w.summary()
+    assert w.attained, w.summary()
+    assert w.require() is w
+
+
+@pytest.mark.parametrize("w,key", PAIRS, ids=[f"{w.name} | {k}" for w, k in PAIRS])
+def test_each_weakened_constant_is_broken(w, key):
+    assert np.max(w.weakened[key]) > 1 + W.VIOLATION_TOL, (w.name, key, w.weakened[key])
+    assert w.caught[key]
+
+
+def _lambda_ratio(q):
+    """Closed form of the Λ witness: row 1 moves by θ(4q + e^{−q})/(2 + e^{−q}) (softmax derivative at weights
+    (e^{−q}, 1, 1)/(2 + e^{−q}), plus the self term), Λ·θ = (1 + 2q)θ."""
+    e = math.exp(-q)
+    return (4 * q + e) / ((2 + e) * (1 + 2 * q))
+
+
+@pytest.mark.parametrize("make", [W.layer_qk_witness, W.multihead_layer_witness])
+def test_lambda_witness_matches_its_closed_form(make):
+    w = make()
+    expected = np.array([_lambda_ratio(q) for q in w.values])
+    assert np.allclose(w.ratios, expected, rtol=0, atol=1e-6), (w.ratios, expected)
+    # the referee's numbers: 0.84, 0.94, 0.984 at q = 3, 8, 30
+    assert [round(float(r), 3) for r in w.ratios[:3]] == [0.84, 0.941, 0.984]
+    # against c = 1/2 the ratio is (4q + e^-q)/((2 + e^-q)(1 + q)) -> 2
+    half = w.weakened["c = ½"]
+    assert np.allclose(half, [_lambda_ratio(q) * (1 + 2 * q) / (1 + q) for q in w.values], atol=1e-6)
+
+
+def test_depth_two_attains_alpha_through_the_qk_factor():
+    for w in (W.perturbation_witness("V", 2), W.composition_witness("M", 2),
+              W.multihead_composition_witness("M_out", 2), W.multihead_perturbation_witness("M_out", 2)):
+        assert np.allclose(w.ratios, [_lambda_ratio(q) for q in w.values], atol=1e-6), w.summary()
+        assert w.ratios[2] >= 0.9   # q = 30: the issue's bar for depth 2
+        assert np.max(w.weakened["α with c = ½"]) > 1.9
+
+
+def test_qk_perturbation_ratio_is_the_softmax_leak():
+    for w in (W.perturbation_witness("QK", 1), W.multihead_gamma_witness("QK"), W.composition_witness("QK", 1)):
+        assert np.allclose(w.ratios, [2 / (2 + math.exp(-q)) for q in w.values], atol=1e-5), w.summary()
+
+
+def test_released_gamma_is_broken_by_exactly_the_missing_factors():
+    # released γ_Mout = 1 against B_φ·C(M_in) = 3·2: the ratio is 6 (to rounding)
+    assert W.multihead_gamma_witness("M_out").weakened["released γ"][-1] == pytest.approx(6.0, rel=1e-6)
+    # released γ_V has no L_φ: ratio L_φ = 3
+    assert W.multihead_gamma_witness("V").weakened["released γ"][-1] == pytest.approx(3.0, rel=1e-6)
+
+
+def test_alpha_value_path_is_exact_at_every_depth():
+    w = W.alpha_value_path(depths=(1, 2, 5, 20))
+    assert np.allclose(w.ratios, 1.0, atol=1e-6)
+    # C_V × 0.9 in every layer: α⁽⁰⁾ (L − 1 factors) shrinks by 0.9^(L−1); γ^V has no C_V
+    assert np.allclose(w.weakened["C_V × 0.9"], [0.9 ** -(L - 1) for L in (1, 2, 5, 20)], rtol=1e-6)
+
+
+def test_softmax_and_logit_ratios_are_their_closed_forms():
+    s = W.softmax_witness()
+    assert np.allclose(s.ratios, [math.tanh(d) / d for d in s.values], rtol=1e-9)
+    g = W.logit_witness()
+    assert np.allclose(g.ratios, [1 - t / 2 for t in g.values], rtol=1e-9)
+
+
+def test_split_and_peeling_witnesses_are_their_closed_forms():
+    r = W.split_witness("rank", p=0.5)
+    assert np.allclose(r.ratios, [(1 + 1 / k) ** -0.5 for k in r.values], rtol=1e-12)
+    t = W.split_witness("tail_dim")
+    assert np.allclose(t.ratios, [math.sqrt((k - 1) / k) for k in t.values], rtol=1e-12)
+    ts = W.split_witness("tail_schatten", p=0.5)
+    assert np.allclose(ts.ratios, [math.sqrt((k - 1) / (2 ** 0.5 + k - 1)) for k in ts.values], rtol=1e-12)
+
+
+# ------------------------------------------------------------ bugs planted in the library: the witnesses fail
+
+
+def _planted(monkeypatch, name, wrapper):
+    original = getattr(P, name)
+    monkeypatch.setattr(P, name, wrapper(original))
+
+
+def test_planted_softmax_constant_halved_in_lambda(monkeypatch):
+    _planted(monkeypatch, "log_layer_lipschitz",
+             lambda f: lambda C_M, C_V, C_QK, L_phi, softmax_const=2.0: f(C_M, C_V, C_QK, L_phi, softmax_const / 2))
+    assert not W.layer_qk_witness().ok
+    assert not W.perturbation_witness("M", 2).ok
+
+
+def test_planted_lphi_dropped_from_multihead_lambda(monkeypatch):
+    _planted(monkeypatch, "log_layer_lipschitz_multihead",
+             lambda f: lambda Cmi, Cmo, V, QK, L_phi=1.13, softmax_const=2.0: f(Cmi, Cmo, V, QK, 1.0, softmax_const))
+    assert not W.multihead_layer_witness().ok
+    assert not W.multihead_composition_witness("V", 2).ok
+
+
+def test_planted_released_gamma_mout(monkeypatch):
+    def wrap(f):
+        def g(Cmi, Cmo, V, QK, L_phi=None, softmax_const=2.0, phi_bound=1.0):
+            out = f(Cmi, Cmo, V, QK, L_phi, softmax_const, phi_bound)
+            return {**out, "M_out": 0.0 * np.asarray(out["M_out"])}
+        return g
+    _planted(monkeypatch, "log_gamma_multihead", wrap)
+    assert not W.multihead_gamma_witness("M_out").ok
+    assert not W.multihead_perturbation_witness("M_out", 2).ok
+
+
+def test_planted_alpha_one_layer_short(monkeypatch):
+    _planted(monkeypatch, "log_alpha", lambda f: lambda a: np.append(f(a)[1:], 0.0))
+    assert not W.alpha_value_path().ok
+
+
+def test_planted_composition_without_the_softmax_constant_in_alpha(monkeypatch):
+    def wrap(f):
+        def g(layers, hat, w, X, phi, L_phi, softmax_const=1.0):
+            lhs, rhs = f(layers, hat, w, X, phi, L_phi, softmax_const / 2)
+            return lhs, rhs
+        return g
+    _planted(monkeypatch, "multihead_composition_bound", wrap)
+    assert not W.multihead_composition_witness("M_out", 2).ok
+
+
+def test_a_failed_witness_names_what_failed():
+    bad = W.Witness("x", "lbl", "q", (1,), np.array([1.5]), {"c": np.array([0.5])})
+    assert not bad.ok and "FAILED" in bad.summary()
+    with pytest.raises(AssertionError, match="violated.*not broken"):
+        bad.require()
+    low = W.Witness("y", "lbl", "q", (1,), np.array([0.5]), {})
+    with pytest.raises(AssertionError, match="below 0.98"):
+        low.require()
+
+
+def test_unknown_pieces_are_refused():
+    with pytest.raises(ValueError, match="no witness"):
+        W.perturbation_witness("QK", 2)
+    with pytest.raises(ValueError, match="piece must be"):
+        W.multihead_gamma_witness("W")
+    with pytest.raises(ValueError, match="no witness"):
+        W.multihead_composition_witness("QK", 2)
+    with pytest.raises(ValueError, match="which must be"):
+        W.split_witness("nope")
+    with pytest.raises(ValueError, match="side must be"):
+        W.log_factor_witness("middle")
+
+
+def test_every_norm_inequality_has_a_witness():
+    from bounds_lib.norms import NORM_INEQUALITIES
+    assert {w.name for w in W.norm_witnesses()} == set(NORM_INEQUALITIES)
+
+
+def test_witness_table_rows():
+    rows = W.witness_table(CH3[:3])
+    assert [r[0] for r in rows] == [w.name for w in CH3[:3]]
+    assert all(r[-1] for r in rows)
