@@ -35,9 +35,8 @@ from typing import Callable
 import numpy as np
 
 from . import propagation as P
-from .model import project_rows, softmax_rows
+from .model import softmax_rows
 from .norms import NORM_INEQUALITIES
-from .validation import check_scalar
 
 __all__ = [
     "VIOLATION_TOL",
@@ -402,8 +401,8 @@ def alpha_value_path(depths=(1, 2, 3, 6, 12), gain=2.0) -> Witness:
     ``φ = L_φ x``. Layer 0 (``W_V = I``, ``W^M = s₀I/L_φ``, ``s₀ = gain^{−(L−1)}/2``) shrinks its row to
     norm ``s₀``; every later layer (``W_V = gain·I``, ``W^M = I/L_φ``) multiplies it by ``Λ_k = gain`` exactly
     while the rows stay inside the unit ball (the last one ends at norm 1/2). Layer 0's ``W_V`` is
-    perturbed by ``εJ``; the ratio to ``‖w‖γ^Vα⁽⁰⁾‖ΔW_V‖`` is 1 (to rounding) at every depth. Weakened: ``L_φ``, ``C_V`` per layer
-    (the bound shrinks by ``0.9^L``) and α with one layer fewer."""
+    perturbed by ``εJ``; the ratio to ``‖w‖γ^Vα⁽⁰⁾‖ΔW_V‖`` is 1 (to rounding) at every depth. Weakened:
+    ``L_φ``, ``C_V`` per layer (α shrinks by ``0.9^{L−1}``) and α with one layer fewer."""
     def case(L, L_phi=1.0, C_V=1.0, drop_layer=False):
         eps, Z, s0 = 1e-9, np.zeros((2, 2)), 0.5 * gain ** -(L - 1)
         first = ([Z], [np.eye(2)], np.eye(2), s0 * np.eye(2) / LPHI)
