@@ -353,12 +353,13 @@ def norm_inequality_ratios(W, weaken=1.0) -> dict:
     return out
 
 
-def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5)):
+def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4, 5), maxiter=4000):
     """Check every inequality of :data:`~bounds_lib.norms.NORM_INEQUALITIES` (Chapter 1).
 
     First by random matrices of random shape (1–39 per side), rank and scale (``10^±3``), then by
-    Nelder–Mead over the entries of a ``shape`` matrix from random starts. ``weaken > 1`` divides every
-    right side by ``weaken`` (power check). Returns one :class:`Falsification` per inequality."""
+    Nelder–Mead (``maxiter`` iterations) over the entries of a ``shape`` matrix from random starts.
+    ``weaken > 1`` divides every right side by ``weaken`` (power check; the deterministic one is
+    :func:`bounds_lib.witnesses.norm_witnesses`). Returns one :class:`Falsification` per inequality."""
     names = list(NORM_INEQUALITIES)
     rand = {n: [] for n in names}
     for _ in range(int(trials)):
@@ -371,7 +372,7 @@ def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4
     for n in names:
         starts = rng.standard_normal((int(restarts), shape[0] * shape[1]))
         adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken)[n], starts,
-                                     maxiter=4000) if restarts else (np.zeros(0), None))
+                                     maxiter=maxiter) if restarts else (np.zeros(0), None))
         out.append(Falsification(n + (f" ÷{weaken:g}" if weaken != 1.0 else ""), np.array(rand[n]), adv))
     return out
 
@@ -680,8 +681,10 @@ def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SO
         np.array(keys[:trials])
 
 
-def _block_ratio(x, T, N, softmax_const, weaken):
-    """Λ-ratio of the identity-activation block with ``W_QK = qI``, ``W_V = W_M = I`` at ``x = (log q, X, X')``."""
+def _block_ratio(x, T, N, softmax_const, weaken, qk="identity"):
+    """Λ-ratio of the identity-activation block with ``W_QK = qI`` (``qk="identity"``) or the indefinite
+    ``q·diag(−1, 1, …, 1)`` (``qk="indefinite"``, the shape of the witness), ``W_V = W_M = I`` at
+    ``x = (log q, X, X')``."""
     from . import model as M
 
     q = float(np.exp(np.clip(x[0], -4.0, 4.0)))
@@ -690,7 +693,12 @@ def _block_ratio(x, T, N, softmax_const, weaken):
     den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
     if den < 1e-12:
         return 0.0
-    blk = M.Block(q * np.eye(N), np.eye(N), np.eye(N))
+    sign = np.ones(N)
+    if qk == "indefinite":
+        sign[0] = -1.0
+    elif qk != "identity":
+        raise ValueError(f"qk must be 'identity' or 'indefinite', got {qk!r}")
+    blk = M.Block(q * np.diag(sign), np.eye(N), np.eye(N))
     diff = M.block_forward(X, blk, "identity") - M.block_forward(Xp, blk, "identity")
     num = float(np.max(np.linalg.norm(diff, axis=-1)))
     lam = float(np.exp(log_layer_lipschitz(1.0, 1.0, q, 1.0, softmax_const)))
@@ -698,19 +706,21 @@ def _block_ratio(x, T, N, softmax_const, weaken):
 
 
 def adversarial_layer_lipschitz(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, tokens=(2, 3, 4),
-                                qs=(0.5, 1.0, 3.0), N=2, trials=60, restarts=2, maxiter=1500):
+                                qs=(0.5, 1.0, 3.0), N=2, trials=60, restarts=2, maxiter=1500, qk="identity"):
     """Adversarial search against Λ (Chapter 3, ``ch03-thm-layer``): for every number of tokens ``T`` and
     logit gain ``q``, random draws of ``(X, X')`` and Nelder–Mead from the best ones maximise
     ``weaken · ‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for the block with ``W_QK = qI``,
     ``W_V = W_M = I`` and identity activation (rows projected onto the unit ball). ``q`` is held fixed
     per search: left free, the optimiser drifts to ``q → 0``, where the ratio tends to 1 for any
-    constant. Run it with a wrong ``softmax_const`` (e.g. 0.25) or ``weaken = 1.1`` to check its power."""
+    constant. ``qk="indefinite"`` uses ``W_QK = q·diag(−1, 1, …)``, where Λ is attained as ``q → ∞``
+    (:func:`bounds_lib.witnesses.layer_qk_witness`). Run it with a wrong ``softmax_const`` (e.g. 0.25) or
+    ``weaken = 1.1`` to check its power."""
     parts = []
     for T in tokens:
         for q in qs:
             lq = float(np.log(check_scalar(q, "q (the logit gain)", float, min_val=0.0, include_boundaries="neither")))
             parts.append(falsify("Λ", lambda x, T=T, lq=lq: _block_ratio(np.concatenate([[lq], x]), T, N,
-                                                                          softmax_const, weaken),
+                                                                          softmax_const, weaken, qk),
                                  lambda r, T=T: r.normal(0.0, 0.6, 2 * T * N), rng,
                                  trials=trials, restarts=restarts, maxiter=maxiter))
     tag = f" (c = {softmax_const:g}" + (f", ÷{weaken:g})" if weaken != 1.0 else ")")
@@ -838,7 +848,8 @@ def falsify_composition(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, de
 
 # ---------------------------------------------------------------- Chapter 3: the multi-head surrogate
 
-_MH_ACTS = {"identity": (lambda x: x, 1.0), "tanh": (np.tanh, 1.0)}
+#: Activations of the multi-head searches and their ``L_φ``: ``3tanh`` has ``L_φ = 3`` (so a dropped ``L_φ`` shows).
+_MH_ACTS = {"identity": (lambda x: x, 1.0), "tanh": (np.tanh, 1.0), "3tanh": (lambda x: 3.0 * np.tanh(x), 3.0)}
 
 
 def _mh_layers(x, L, H, N, Nf):
@@ -873,7 +884,7 @@ def _mh_layer_ratio(x, H, N, Nf, T, act, softmax_const, weaken):
 
 
 def falsify_multihead_layer(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0, H=2, N=2, Nf=2, tokens=(2,),
-                            acts=("identity", "tanh"), trials=300, restarts=3, maxiter=3000):
+                            acts=("identity", "tanh", "3tanh"), trials=300, restarts=3, maxiter=3000):
     """Random draws, then Nelder–Mead over weights and inputs, against the multi-head ``Λ`` of
     ``ch03-lem-layer-mh``: ``Λ = L_φ C(M_in) C(M_out) Σ_h C(Ṽ_h)(1 + 2c C(QK_h))``. Power check:
     ``weaken = 1.1`` (the factor is attained as the logits vanish)."""
@@ -1065,7 +1076,7 @@ def check_multihead_composition(seed=20260509, qk_seed=7, trials=60, qk_trials=4
     with ``c = 1/2``. Claims as :func:`check_composition`. ``values``: ``whole``, ``weakened``,
     ``qk``, ``qk_false``.
     """
-    kw = dict(depths=(1, 2), acts=("tanh",), trials=trials, restarts=restarts)
+    kw = dict(depths=(1, 2), acts=("tanh", "3tanh"), trials=trials, restarts=restarts)
     kq = dict(depths=(1,), acts=("identity",), trials=qk_trials, restarts=restarts, perturb=("QK",))
     runs = dict(whole=falsify_multihead_composition(np.random.default_rng(seed), **kw),
                 weakened=falsify_multihead_composition(np.random.default_rng(seed), weaken=1.1, **kw),
@@ -1348,38 +1359,50 @@ def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
                          np.concatenate([f.ratios for f in parts]), np.concatenate([f.adversarial for f in parts]))
 
 
-def check_theorem_constants(theta2=None):
-    """The constants of Theorem ``ch05-thm-main`` at ``d_j = d_j' = N``, by SymPy (four claims).
+def check_theorem_constants(theta2=None, log_theta=None):
+    """The constants of Theorem ``ch05-thm-main`` at ``d_j = d_j' = N``: SymPy and the library's ``log θ``.
 
     ``theta2`` is ``θ_j²`` as a SymPy expression in the symbols of ``bounds_lib.orders.SYMBOLS``
     (``C_s``, ``N``, ``K``) and ``p`` positive; the default is the theorem's
-    ``2(2C_sN)^{2/(p+2)}(144N²)^{p/(p+2)}K^{2p/(p+2)}`` (a test passes a wrong one). Claims:
-    ``θ_j²/𝒯(W;p)² = 2·2^{2/(p+2)}·144^{p/(p+2)}``; at ``p = 0``, ``θ_j² = r(N + N)`` is twice
-    ``𝒯(W;0)² = rN``; ``ε^{-2p/(p+2)} ≤ 1/ε`` exactly for ``p ≤ 2``; and
-    ``∫₀¹ ε^{-1/2}√log(1/ε) dε = √(2π)`` (``values["integral"]``).
+    ``2(2C_sN)^{2/(p+2)}(144N²)^{p/(p+2)}K^{2p/(p+2)}`` (a test passes a wrong one). ``log_theta`` is the
+    function the theorem is evaluated with (default :func:`bounds_lib.theorem.log_theta`; a test passes
+    a wrong one). Claims: ``θ_j²/𝒯(W;p)² = 2·2^{2/(p+2)}·144^{p/(p+2)}`` symbolically; the same ratio from
+    ``log_theta`` against :func:`bounds_lib.peeling.log_term` at 9 grid points ``p ∈ [0, 2]`` and random
+    ``log S_p``, ``log K`` (``N = 64``; at ``p = 0``, ``θ² = 2·𝒯(W;0)²``), to ``1e-9``; and
+    ``∫₀¹ ε^{-1/2}√log(1/ε) dε = √(2π)`` (``values["integral"]``). Two facts the theorem uses are
+    identities and are not claims here: at ``p = 0`` ``r(N + N)/(rN) = 2``, and ``2p/(p+2) ≤ 1 ⇔ p ≤ 2``.
     """
     import sympy as sp
 
     from .orders import SYMBOLS, released_term
+    from .peeling import log_term
+    from .theorem import log_theta as theorem_log_theta
 
+    fn = theorem_log_theta if log_theta is None else log_theta
     C_s, N, K = SYMBOLS["C_s"], SYMBOLS["N"], SYMBOLS["K"]
     pp = sp.Symbol("p", positive=True)
     if theta2 is None:
         theta2 = 2 * (2 * C_s * N) ** (2 / (pp + 2)) * (144 * N * N) ** (pp / (pp + 2)) * K ** (2 * pp / (pp + 2))
     const = sp.expand_log(sp.log(theta2 / released_term(C_s, K, pp) ** 2), force=True)
     want = sp.log(2 * 2 ** (2 / (pp + 2)) * 144 ** (pp / (pp + 2)))
-    r = sp.Symbol("r", positive=True)
+    # the library's log θ against log 𝒯 at points of the grid: the same constant, p = 0 included
+    ps, width = np.linspace(0.0, 2.0, 9), 64
+    draws = np.random.default_rng(0).uniform(-5.0, 10.0, (16, 2))
+    gap = max(float(np.max(np.abs(fn(lS, ps, lK, width, width) - log_term(lS, ps, lK, width)
+                                  - np.where(ps > 0, [float(want.subs(pp, x)) / 2 for x in np.maximum(ps, 1e-3)],
+                                             0.5 * math.log(2.0)))))
+              for lS, lK in draws)
     # ε = e^{-u}: ∫_0^1 ε^{-1/2}√log(1/ε) dε = ∫_0^∞ e^{-u/2}√u du
     u = sp.Symbol("u", positive=True)
     integral = sp.integrate(sp.exp(-u / 2) * sp.sqrt(u), (u, 0, sp.oo))
     claims = (
         ("theta_j^2 / T(W;p)^2 = 2 * 2^(2/(p+2)) * 144^(p/(p+2))", sp.simplify(const - want) == 0),
-        ("at p = 0, theta_j^2 = 2 T(W;0)^2", sp.simplify(r * 2 * N / released_term(r, K, 0) ** 2) == 2),
-        ("eps^(-2p/(p+2)) <= 1/eps exactly for p <= 2", sp.solve(sp.Le(2 * pp / (pp + 2), 1), pp) == (pp <= 2)),
+        ("theorem.log_theta has that constant (and 2 at p = 0) on the grid", gap < 1e-9),
         ("the Dudley integral at lambda = 0 is sqrt(2 pi)", sp.simplify(integral - sp.sqrt(2 * sp.pi)) == 0),
     )
-    return CheckResult("Theorem 5.1's constants", claims, f"integral = {sp.sstr(integral)}",
-                       dict(integral=integral))
+    return CheckResult("Theorem 5.1's constants", claims,
+                       f"integral = {sp.sstr(integral)}; log_theta off by {gap:.1e}",
+                       dict(integral=integral, log_theta_gap=gap))
 
 
 def check_regime_slopes(frobenius_term=None):

@@ -32,6 +32,26 @@ def test_theorem_constants_hold_and_a_wrong_constant_is_caught():
     assert r.failed == ["theta_j^2 / T(W;p)^2 = 2 * 2^(2/(p+2)) * 144^(p/(p+2))"]
 
 
+@pytest.mark.parametrize("slip", ["144 -> 12", "no sqrt 2", "p = 0 without its factor 2"])
+def test_theorem_constants_read_the_library_log_theta(slip):
+    """The check runs on bounds_lib.theorem.log_theta: a slip in that function (not in a typed formula) fails it."""
+    import math
+
+    from bounds_lib.theorem import log_theta
+
+    def wrong(log_s, p, log_K, rows, cols):
+        out = log_theta(log_s, p, log_K, rows, cols)
+        p = np.asarray(p, dtype=float)
+        if slip == "144 -> 12":
+            return out - 0.5 * p / (p + 2) * math.log(12.0)
+        if slip == "no sqrt 2":
+            return out - 0.5 * math.log(2.0) * (p > 0)
+        return out - 0.5 * math.log(2.0) * (p == 0)
+
+    assert CK.check_theorem_constants(log_theta=wrong).failed == [
+        "theorem.log_theta has that constant (and 2 at p = 0) on the grid"]
+
+
 def test_regime_slopes_hold_and_a_wrong_frobenius_term_is_caught():
     CK.check_regime_slopes().require()
     p, N = O.SYMBOLS["p"], O.SYMBOLS["N"]

@@ -13,7 +13,8 @@ established. The test fails when
 How a statement is established, in the page's words: *proved* (a ``{prf:proof}`` on the page),
 *cited* (a textbook result, or a proof that opens with ``*Cited:*`` and derives the rest),
 *reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks`` and
-``bounds_lib.checks_orders`` functions (``CK.name``, ``CO.name``) called in an asserting code cell
+``bounds_lib.checks_orders`` functions and the ``bounds_lib.witnesses`` (``CK.name``, ``CO.name``,
+``WT.name``) called in an asserting code cell
 that either follows the statement or its proof directly (no prose between) or names the statement
 in a ``# checks: label, ...`` comment; an
 asserting cell that calls none of them is "a SymPy assert" or "a numeric assert". A cell asserts when it
@@ -73,12 +74,12 @@ class Statement:
         return ", ".join(marks) or "stated only"
 
 
-_CHECK_CALL = re.compile(r"\b(?:CK|CO)\.(\w+)\(")
+_CHECK_CALL = re.compile(r"\b(?:CK|CO|WT)\.(\w+)\(")
 _CHECKS_COMMENT = re.compile(r"#\s*checks:\s*(.+)$")
 
 
 def _check_names(body) -> list[str]:
-    """What an asserting code cell checks with: its ``CK.name``/``CO.name`` calls, else "a SymPy/numeric assert"."""
+    """What an asserting code cell checks with: its ``CK``/``CO``/``WT`` calls, else "a SymPy/numeric assert"."""
     src = "\n".join(body)
     names = []
     for n in _CHECK_CALL.findall(src):
