@@ -11,7 +11,7 @@ choices (grid point per matrix, shells of all radii),
   pieces) computed from the shell tops of the spectral norms (Chapter 4, ``ch04-lem-shells``);
   for square ``W_j ∈ ℝ^{N×N}``, ``θ_j = √2·2^{1/(p+2)}·12^{p/(p+2)}·𝒯(W_j;p)``;
 * ``N``: the readout's own entropy ``N log(1 + 2B_w J/ε)``;
-* ``D = (2 + (B_w − 1)⁺)√Λ + √(2π)``, ``Λ = max_j[log(9 nT m_j) + log⁺(8 C₂_j √(min_j m_j) K_j)]`` (and
+* ``D = (2 + (B_w − 1)⁺)√Λ + √(2π)``, ``Λ = max_j[log(9 nT m_j) + log⁺(8 C₂_j √(min(ℓ_j, m_j)·m_j) K_j)]`` (and
   ``log⁺(2 B_w J)``): Dudley's integral of ``ε^{-1/2}√(Λ + log(1/ε))``;
 * ``Π``: the union-bound cost of the grid and the shells (Chapter 4, ``ch04-thm-uniform``).
 
