@@ -94,8 +94,9 @@ def check_dudley_integral(integrand=None, p=None, eps=None, closed_form=None):
     (default ``√E(p+2)/2``). Claims: the integral equals the closed form; the ε-exponent, read off
     the integrand (:func:`eps_exponent`), is at most 1/2 on ``[0, 2]`` with maximum 1/2; it is
     below 1 there (integrability); the integral is finite at every ``p`` of
-    :data:`ENTROPY_EXPONENT_GRID`; and, as power of that finiteness test, the same test reports
-    ``∫₀¹ ε^{-1} dε`` (exponent 1, an entropy ``∝ ε^{-2}``) as infinite. ``values``: ``integral``,
+    :data:`ENTROPY_EXPONENT_GRID`; and a control of the finiteness test itself on a fixed input (it
+    reports ``∫₀¹ ε^{-1} dε``, exponent 1, as infinite) — a test of the tester, the same for every
+    integrand, so labelled as a control rather than as power. ``values``: ``integral``,
     ``exponent``.
     """
     if integrand is None:
@@ -115,7 +116,8 @@ def check_dudley_integral(integrand=None, p=None, eps=None, closed_form=None):
          sp.maximum(a, p, sp.Interval(0, 2)) == sp.Rational(1, 2)),
         ("the eps-exponent is below 1 on [0, 2]", above_one == sp.EmptySet),
         ("finite at p = 0, 1/2, 1, 2", all(_integral_finite(integrand.subs(p, v), eps) for v in ENTROPY_EXPONENT_GRID)),
-        ("power: at eps-exponent 1 the integral is infinite", not _integral_finite(eps ** -1, eps)),
+        ("control of the finiteness test (fixed input): int_0^1 1/eps is infinite",
+         not _integral_finite(eps ** -1, eps)),
     )
     return CheckResult("Dudley's integral", claims, f"integral = {sp.sstr(integral)}, "
                        f"eps-exponent {sp.sstr(a)}", dict(integral=integral, exponent=a))

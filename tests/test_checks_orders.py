@@ -208,7 +208,7 @@ def test_summary_lines_name_every_claim():
     assert [c for c, _ in r.claims] == [
         "the integral equals the closed form", "the eps-exponent is at most 1/2 on [0, 2], attained",
         "the eps-exponent is below 1 on [0, 2]", "finite at p = 0, 1/2, 1, 2",
-        "power: at eps-exponent 1 the integral is infinite"]
+        "control of the finiteness test (fixed input): int_0^1 1/eps is infinite"]
     assert repr(r) == ("Dudley's integral: 5 of 5 claims hold — integral = sqrt(E)*(p + 2)/2, "
                        "eps-exponent p/(p + 2)") and r.values["exponent"] == p / (p + 2)
     b = CO.check_balanced_covering()
