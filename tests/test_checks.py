@@ -364,3 +364,35 @@ def test_check_parameter_perturbation_says_which_claim_fails(monkeypatch):
     patch(ok, False)  # the broken variants are not caught: the check has lost its power, and says so
     assert C.check_parameter_perturbation(None, trials=2).failed == [
         "power: softmax constant 1/4 broken through W^QK", "power: the bound / 1.1 broken"]
+
+
+# ---- issue 28: the searches see indefinite W_QK and L_φ ≠ 1 (the witnesses' shapes) ----
+
+def test_block_ratio_reads_the_qk_shape():
+    """The indefinite W_QK = q·diag(−1, 1) on the witness's tokens gives its ratio; qI does not."""
+    from bounds_lib.checks import _block_ratio
+    from bounds_lib.witnesses import _TOKENS, _rotation
+    q, th = 30.0, 1e-7 / 30
+    x = np.concatenate([[np.log(q)], _TOKENS.ravel(), (_TOKENS @ _rotation(th)).ravel()])
+    e = np.exp(-q)
+    indefinite = _block_ratio(x, 3, 2, 1.0, 1.0, qk="indefinite")
+    assert indefinite == pytest.approx((4 * q + e) / ((2 + e) * (1 + 2 * q)), abs=1e-6)
+    assert _block_ratio(x, 3, 2, 1.0, 1.0, qk="identity") < 0.1
+    with pytest.raises(ValueError, match="qk must be 'identity' or 'indefinite', got 'free'"):
+        _block_ratio(x, 3, 2, 1.0, 1.0, qk="free")
+
+
+def test_multihead_searches_have_an_activation_with_lphi_three():
+    from bounds_lib.checks import _MH_ACTS
+    phi, lp = _MH_ACTS["3tanh"]
+    xs = np.linspace(-1e-4, 1e-4, 11)
+    assert lp == 3.0 and np.allclose(np.diff(phi(xs)) / np.diff(xs), 3.0, rtol=1e-6)
+
+
+@pytest.mark.slow  # optimiser runs
+def test_layer_search_with_indefinite_qk_breaks_half_the_softmax_constant():
+    """With W_QK free of sign the search reaches the witness's region: c = 1/2 is broken (not with qI)."""
+    kw = dict(tokens=(3,), qs=(8.0,), trials=40, restarts=2, maxiter=1500)
+    half = C.adversarial_layer_lipschitz(np.random.default_rng(0), softmax_const=0.5, qk="indefinite", **kw)
+    assert half.violations > 0
+    assert C.adversarial_layer_lipschitz(np.random.default_rng(0), qk="indefinite", **kw).violations == 0
