@@ -32,6 +32,8 @@ TESTS = {
     "interpolation": ["tests/test_interpolation.py", "tests/test_interpolation_boundaries.py"],
     "propagation": ["tests/test_propagation.py", "tests/test_propagation_boundaries.py"],
     "checks": ["tests/test_checks.py"],
+    # the witnesses of Chapters 1-5 (every bound attained, every weakened constant broken)
+    "witnesses": ["tests/test_witnesses.py"],
     # the SymPy / closed-form checks of Chapters 1, 2, 5, 6 (each must fail on a wrong input)
     "checks_orders": ["tests/test_checks_orders.py"],
     "peeling": ["tests/test_peeling.py"],
