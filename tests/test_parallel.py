@@ -5,6 +5,7 @@ only its own tensors, and its spectra are exactly (bitwise, in one process) thos
 path gives, in the order of the parts.
 """
 import json
+import math
 
 import numpy as np
 import pytest
@@ -527,3 +528,114 @@ def test_available_memory_without_proc_meminfo_uses_posix_or_says_unknown(monkey
     assert (where, avail > 0) == ("sysconf(SC_AVPHYS_PAGES)", True)
     monkeypatch.setattr(PAR.os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
     assert PAR.available_memory() == (None, "unknown (no /proc/meminfo)")
+
+
+# --------------------------------------------------------------------------------------------
+# Named mutants, round 2 (issue 33): the resume key, the checkpoint's identity, bfloat16 on the lean path
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_entrywise_run_after_a_plain_run_in_the_same_resume_folder_computes_its_norms(llama_dir, tmp_path):
+    """``--entrywise`` after a plain run, same ``--resume`` folder: B_11 is the fresh ``--entrywise`` run's,
+    never the plain run's "not computed" (a unit without (1,1) norms must not serve it); and the other way
+    round, a plain run is not served units with norms it did not ask for."""
+    from bounds_lib.cli import main
+
+    run = ["analyze", str(llama_dir), "--jobs", "1", "--quiet", "--no-progress"]
+    resume = ["--resume", str(tmp_path / "res")]
+    out = {k: tmp_path / f"{k}.json" for k in ("plain", "entrywise", "fresh")}
+    assert main(run + resume + ["--json", str(out["plain"])]) == 0
+    assert main(run + resume + ["--entrywise", "--json", str(out["entrywise"])]) == 0
+    assert main(run + ["--entrywise", "--json", str(out["fresh"])]) == 0
+    plain, ew, fresh = (json.loads(out[k].read_text()) for k in ("plain", "entrywise", "fresh"))
+    assert plain["summary"]["B_edelman_11_extension"]["value"] is None  # the plain run has no (1,1) norms
+    b11 = fresh["summary"]["B_edelman_11_extension"]["log10"]
+    assert b11 is not None and math.isfinite(b11)
+    assert ew["summary"]["B_edelman_11_extension"]["log10"] == b11
+    assert [m["norm_11"] for m in ew["matrices"]] == [m["norm_11"] for m in fresh["matrices"]]
+    assert all(m["norm_11"] is not None for m in ew["matrices"])
+    # the reverse order, in the library: an entrywise folder does not answer a plain run either
+    folder = tmp_path / "res2"
+    compute_spectra(llama_dir, resume=folder, entrywise=True)
+    _same_model(compute_spectra(llama_dir, entrywise=False), compute_spectra(llama_dir, resume=folder,
+                                                                             entrywise=False))
+
+
+def test_a_header_only_change_of_a_checkpoint_is_not_served_from_the_resume_folder(llama_dir, tmp_path):
+    """A checkpoint re-saved with another header — same file name, same size, same modification time (a
+    file system with coarse timestamps, or a copy that keeps them), the same data bytes — is recomputed.
+
+    The change: layer 0's query and output projections swap names in the header (both 32×32, names of the
+    same length), so the layer's attention changes while not one tensor byte moves."""
+    import os
+
+    f = llama_dir / "model.safetensors"
+    folder = tmp_path / "res"
+    before = compute_spectra(llama_dir, resume=folder)
+    st = os.stat(f)
+    raw = bytearray(f.read_bytes())
+    n = int.from_bytes(raw[:8], "little")
+    header = bytes(raw[8:8 + n])
+    q, o = b"layers.0.self_attn.q_proj.weight", b"layers.0.self_attn.o_proj.weight"
+    assert header.count(q) == header.count(o) == 1
+    swapped = header.replace(q, b"\0").replace(o, q).replace(b"\0", o)
+    assert len(swapped) == n and swapped != header
+    raw[8:8 + n] = swapped
+    f.write_bytes(bytes(raw))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = os.stat(f)
+    assert (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    fresh = compute_spectra(llama_dir)
+    with pytest.raises(AssertionError):  # power: the header change is one the spectra see
+        _same_model(before, fresh)
+    after = compute_spectra(llama_dir, resume=folder)
+    _same_model(fresh, after)
+    assert after.meta["parallel"]["units_computed"] >= 1
+
+
+def _write_bf16(folder, scale, **sizes):
+    """A tiny llama checkpoint stored in bfloat16 (``scale`` × the float32 weights, rounded by torch);
+    returns ``(folder, {name: the stored values widened to float64 by torch})``."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors, config = _tiny_weights("llama", np.random.default_rng(7), **sizes)
+    bf = {k: torch.from_numpy(v * np.float32(scale)).to(torch.bfloat16) for k, v in tensors.items()}
+    save_file(bf, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder, {k: v.to(torch.float64).numpy() for k, v in bf.items()}
+
+
+# LLM-like weights (std 0.02: some entries below float16's normal range), weights all below float16's normal
+# range (2^-20), weights beyond float16's largest value (65504); bfloat16 holds all of them
+@pytest.mark.parametrize("scale", [0.02 / 0.3, 2.0 ** -20, 2.0 ** 20])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_bfloat16_checkpoint_on_the_lean_path_agrees_with_the_dense_float64_svd(tmp_path, monkeypatch, scale,
+                                                                                    dtype):
+    """bfloat16 weights factored lean (TSQR from the stored precision) give the singular values of the dense
+    float64 SVD of the same stored values (widened by torch, not by the library) within the agreement bound,
+    and the dense path's norms: the stored precision is read exactly (bfloat16 is not float16)."""
+    from bounds_lib.devices import spectra_agree
+
+    model, w = _write_bf16(tmp_path / "bf16", scale, L=1, N=32, H=4, Hkv=2, F=48)
+    assert open_checkpoint(model).dtype("model.layers.0.mlp.down_proj.weight") == "BF16"
+    dense = compute_spectra(model, dtype=dtype)
+    monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # the checkpoint is too large for the budget
+    monkeypatch.setattr(PAR, "_CHUNK_BYTES", 5 * 8 * 32)  # several blocks
+    lean = compute_spectra(model, dtype=dtype)
+    assert lean.meta["parallel"]["units_factored_lean"] == 3
+    p = "model.layers.0.mlp."
+    reference = {"M_in": np.vstack([w[p + "gate_proj.weight"], w[p + "up_proj.weight"]]),  # [G|U]ᵀ
+                 "M_out": w[p + "down_proj.weight"]}
+    rtol = 1e-13 if dtype == "float64" else 1e-5
+    seen = set()
+    for a, b in zip(dense.matrices, lean.matrices):
+        if a.matrix_type not in reference:
+            continue
+        seen.add(a.matrix_type)
+        s64 = np.linalg.svd(reference[a.matrix_type], compute_uv=False)
+        ok, worst = spectra_agree(np.asarray(b.sigma, dtype=np.float64), s64, a.shape, np.dtype(dtype))
+        assert ok, (a.label(), scale, worst)
+        np.testing.assert_allclose([b.norm_21, b.norm_11], [a.norm_21, a.norm_11], rtol=rtol)
+    assert seen == {"M_in", "M_out"}
