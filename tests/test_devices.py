@@ -151,6 +151,24 @@ def test_agreement_boundary_is_inclusive():
     assert spectra_agree([2.0], [2.0 - 3 * eps], (1, 1)) == (False, 1.5)
 
 
+@pytest.mark.parametrize("shape", [(3, 7), (7, 3), (5, 3, 7)])
+def test_agreement_bound_is_set_by_the_larger_side_of_a_rectangular_matrix(shape):
+    """``|σ_i − σ'_i| ≤ c·max(m, n)·ε·σ₁`` at its edge, with m ≠ n: σ₁ = 1 and a difference of exactly
+    ``7ε`` (representable: ``0.5 + 14·2⁻⁵³``) agrees, one ulp more does not. With min(m, n) = 3 the
+    edge would sit at ``3ε`` and the first case would be a disagreement (worst 7/3)."""
+    eps = np.finfo(float).eps
+    assert devices.AGREEMENT_C == 1.0  # the edge below is written for c = 1
+    edge = [1.0, 0.5 + 14 * 2.0 ** -53]
+    assert edge[1] - 0.5 == 7 * eps
+    assert spectra_agree([1.0, 0.5], edge, shape) == (True, 1.0)
+    assert spectra_agree([1.0, 0.5], [1.0, 0.5 + 15 * 2.0 ** -53], shape) == (False, 15 / 14)
+    assert agreement_tol(shape, 1.0) == 7 * eps
+    # in float32 the same edge, in float32's ε
+    e32 = float(np.finfo(np.float32).eps)
+    assert spectra_agree([1.0], [1.0 - 7 * e32], shape, np.float32) == (True, 1.0)
+    assert not spectra_agree([1.0], [1.0 - 8 * e32], shape, np.float32)[0]
+
+
 def test_float32_stays_float32_on_the_device():
     W = np.random.default_rng(2).standard_normal((50, 80)).astype(np.float32)
     s = svdvals(W, "torch-cpu")
