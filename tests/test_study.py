@@ -104,6 +104,44 @@ def test_spectral_complexity_and_pac_bayes_closed_forms():
     assert b == pytest.approx(0.1 + math.sqrt((16.0 + math.log(2 * math.sqrt(200) / 0.05) + math.log(30)) / 400))
 
 
+def test_distance_to_init_is_the_euclidean_norm_of_the_parameter_change():
+    """``‖θ − θ₀‖₂`` over every parameter, by hand: changes (3, 4) in a weight and 12 in a bias give
+    √(9 + 16 + 144) = 13 (not its square, 169); and Chapter 9's measure is its log10."""
+    m0 = torch.nn.Linear(2, 1)
+    m = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        m0.weight.copy_(torch.tensor([[1.0, -2.0]]))
+        m0.bias.copy_(torch.tensor([0.5]))
+        m.weight.copy_(torch.tensor([[4.0, 2.0]]))
+        m.bias.copy_(torch.tensor([12.5]))
+    assert ST.distance_to_init(m, m0) == 13.0
+    assert ST.distance_to_init(m0, m0) == 0.0
+    # a float32 model: the difference is taken in float64 (1 + 2^-20 − 1 is exact there)
+    m.load_state_dict(m0.state_dict())
+    with torch.no_grad():
+        m.bias.add_(2.0 ** -20)
+    assert ST.distance_to_init(m, m0) == 2.0 ** -20
+    row = {"config": {"n_train": 8}, "proxies": {"readout_norm": 1.0}, "study": {"dist_init": 13.0, "margin": 0.5}}
+    assert ST.measure([row], "dist_init")[0] == pytest.approx(math.log10(13.0), rel=1e-15)
+
+
+def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bayes_bound():
+    """A trained model's ``dist_init`` is ``√Σ(θ − θ₀)²`` against its own seeded initialisation (summed here
+    in NumPy), and the PAC-Bayes bound's KL term takes its square."""
+    from bounds_lib.training import initial_model
+
+    cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1)
+    res = train(cfg)
+    m = ST.study_measures(res)
+    m0 = initial_model(cfg, next(res.torch_model.parameters()).dtype)
+    sq = sum(float(np.sum((p.detach().numpy().astype(np.float64) - p0.detach().numpy().astype(np.float64)) ** 2))
+             for p, p0 in zip(res.torch_model.parameters(), m0.parameters()))
+    assert sq > 1e-4  # the model moved
+    assert m["dist_init"] == pytest.approx(math.sqrt(sq), rel=1e-12)
+    assert m["pac_bayes"] == pytest.approx(ST.pac_bayes_bound(sq, m["sigma_sharp"], m["err_q"], cfg.n_train),
+                                           rel=1e-12)
+
+
 def test_perturbation_sharpness_finds_the_largest_acceptable_sigma():
     cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1)
     res = train(cfg)
@@ -172,6 +210,26 @@ def test_verdict_rule():
     assert ST.verdict(["-"] * 10) == "refuted (reversed)"
     assert ST.verdict(["0", "-"]) == "refuted (no effect shown)"
     assert ST.verdict(["-"] * 3, claimed="-") == "supported"
+
+
+@pytest.mark.parametrize("claimed", ["+", "-"])
+@pytest.mark.parametrize("rest", ["0", "other side"])
+def test_verdict_rule_at_every_count_of_ten_seeds(claimed, rest):
+    """The pre-registered rule over the 10 bootstrap seeds: supported only at 10 of 10 on the claimed side,
+    borderline at every count from 1 to 9 (one seed of ten is "under some seeds but not all"), refuted at 0
+    — reversed when all ten exclude 0 on the other side. Through :class:`SweepResult` too, from intervals."""
+    other = {"+": "-", "-": "+"}[claimed]
+    r = other if rest == "other side" else "0"
+    for k in range(11):
+        signs = [claimed] * k + [r] * (10 - k)
+        expected = ("supported" if k == 10 else "borderline" if k > 0 else
+                    "refuted (reversed)" if r == other else "refuted (no effect shown)")
+        assert ST.verdict(signs, claimed) == expected, k
+        assert ST.verdict(signs[::-1], claimed) == expected, k  # the order of the seeds does not matter
+        bound = {"+": (0.1, 0.5), "-": (-0.5, -0.1), "0": (-0.1, 0.1)}
+        ivs = tuple(S.Interval(0.0, *bound[x], 1000) for x in signs)
+        sweep = ST.SweepResult(ivs, claimed)
+        assert (sweep.n_claimed, sweep.verdict) == (k, expected)
 
 
 def test_seed_sweep_reports_monte_carlo_error_of_the_endpoints():
