@@ -4,8 +4,9 @@ Chapter 3 shows every bound attained by a witness (:mod:`bounds_lib.witnesses`, 
 ``tests/test_witnesses.py``) and runs short searches a reader can wait for. The searches at the
 budgets the chapter used to run (several minutes in all) run here, marked ``slow`` (``make test`` runs
 them, in parallel with the rest of the suite; ``make unit`` leaves them out). Each check's claims
-include its own power (a weakened bound or a false constant that the search must break), and the
-worst ratio of each search is printed per depth wherever the depth weight α appears.
+include its own power (a weakened bound or a false constant that the search must break); the chapter
+prints the short searches' worst ratio per depth. Measured on a shared 2-core machine: about 7, 53, 65,
+150 and 360 s (the multi-head composition runs depths 1 and 2 with tanh and 3·tanh).
 """
 from __future__ import annotations
 
@@ -23,14 +24,10 @@ def test_layer_lipschitz_full_search():
     r.require()
 
 
-def test_parameter_perturbation_full_search_per_depth():
+def test_parameter_perturbation_full_search():
     r = CK.check_parameter_perturbation(np.random.default_rng(20260509))
     print(r)
     r.require()
-    for L in (1, 2):
-        f = CK.adversarial_parameter_perturbation(np.random.default_rng(L), depths=(L,), trials=60, restarts=1)
-        print(f"depth {L}: worst ratio {f.worst_ratio:.4f}")
-        assert f.violations == 0
 
 
 def test_multihead_gamma_full_search():
@@ -39,22 +36,13 @@ def test_multihead_gamma_full_search():
     r.require()
 
 
-def test_composition_full_search_per_depth():
+def test_composition_full_search():
     r = CK.check_composition(np.random.default_rng(20260509), qk_seed=20260509)
     print(r)
     r.require()
-    for L in (1, 2):
-        f = CK.falsify_composition(np.random.default_rng(L), depths=(L,), trials=40, restarts=1)
-        print(f"depth {L}: worst ratio {f.worst_ratio:.4f}")
-        assert f.violations == 0
 
 
-def test_multihead_composition_full_search_per_depth():
+def test_multihead_composition_full_search():
     r = CK.check_multihead_composition(seed=20260509, qk_seed=7)
     print(r)
     r.require()
-    for L in (1, 2):
-        f = CK.falsify_multihead_composition(np.random.default_rng(L), depths=(L,), acts=("3tanh",), trials=30,
-                                             restarts=1)
-        print(f"depth {L} (3·tanh, L_φ = 3): worst ratio {f.worst_ratio:.4f}")
-        assert f.violations == 0
