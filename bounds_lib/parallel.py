@@ -255,12 +255,15 @@ def choose_workers(jobs: int, n_units: int, per_worker_bytes: int, available=Non
 
 @dataclass(frozen=True)
 class _Opener:
-    """How a worker reopens the checkpoint: the storage kind, the weight files (absolute paths), the config."""
+    """How a worker reopens the checkpoint: the storage kind, the weight files (absolute paths), the config,
+    and the checkpoint's identity when the run started (:func:`_checkpoint_identity`): a worker keeps what
+    it opened for later tasks, and a checkpoint re-saved at the same path is then opened again."""
 
     storage: str
     files: tuple
     config_json: str
     description: str
+    identity: str = ""
 
     def open(self) -> TensorSource:
         cached = _OPENED.get(self)
@@ -284,7 +287,7 @@ def _opener(source: TensorSource):
     if source.storage not in ("safetensors", "pytorch-bin") or not hasattr(source, "files"):
         return None
     return _Opener(source.storage, tuple(str(Path(f).resolve()) for f in source.files),
-                   json.dumps(source.config, sort_keys=True), source.description)
+                   json.dumps(source.config, sort_keys=True), source.description, _checkpoint_identity(source))
 
 
 @dataclass(frozen=True)
@@ -619,7 +622,7 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
     if scheduler is not None and cache is not None:
         raise ValueError("cache= keeps spectra in this process; it cannot be combined with scheduler=")
     store = None if resume is None else _ResumeFolder(resume)
-    identity = _checkpoint_identity(source) if (store is not None and opener is not None) else None
+    identity = opener.identity if (store is not None and opener is not None) else None
     threads = _blas_threads()
     tasks = []
     budget = memory_budget(source)

@@ -561,17 +561,11 @@ def test_an_entrywise_run_after_a_plain_run_in_the_same_resume_folder_computes_i
                                                                              entrywise=False))
 
 
-def test_a_header_only_change_of_a_checkpoint_is_not_served_from_the_resume_folder(llama_dir, tmp_path):
-    """A checkpoint re-saved with another header — same file name, same size, same modification time (a
-    file system with coarse timestamps, or a copy that keeps them), the same data bytes — is recomputed.
-
-    The change: layer 0's query and output projections swap names in the header (both 32×32, names of the
-    same length), so the layer's attention changes while not one tensor byte moves."""
+def _swap_layer0_q_and_o_in_the_header(f):
+    """Re-save safetensors file ``f`` with layer 0's ``q_proj`` and ``o_proj`` names swapped in its header:
+    the same size, modification time and data bytes; only the header differs."""
     import os
 
-    f = llama_dir / "model.safetensors"
-    folder = tmp_path / "res"
-    before = compute_spectra(llama_dir, resume=folder)
     st = os.stat(f)
     raw = bytearray(f.read_bytes())
     n = int.from_bytes(raw[:8], "little")
@@ -585,6 +579,17 @@ def test_a_header_only_change_of_a_checkpoint_is_not_served_from_the_resume_fold
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     now = os.stat(f)
     assert (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def test_a_header_only_change_of_a_checkpoint_is_not_served_from_the_resume_folder(llama_dir, tmp_path):
+    """A checkpoint re-saved with another header — same file name, same size, same modification time (a
+    file system with coarse timestamps, or a copy that keeps them), the same data bytes — is recomputed.
+
+    The change: layer 0's query and output projections swap names in the header (both 32×32, names of the
+    same length), so the layer's attention changes while not one tensor byte moves."""
+    folder = tmp_path / "res"
+    before = compute_spectra(llama_dir, resume=folder)
+    _swap_layer0_q_and_o_in_the_header(llama_dir / "model.safetensors")
     fresh = compute_spectra(llama_dir)
     with pytest.raises(AssertionError):  # power: the header change is one the spectra see
         _same_model(before, fresh)
@@ -639,3 +644,16 @@ def test_a_bfloat16_checkpoint_on_the_lean_path_agrees_with_the_dense_float64_sv
         assert ok, (a.label(), scale, worst)
         np.testing.assert_allclose([b.norm_21, b.norm_11], [a.norm_21, a.norm_11], rtol=rtol)
     assert seen == {"M_in", "M_out"}
+
+
+def test_a_worker_reopens_a_checkpoint_re_saved_with_another_header(llama_dir):
+    """A worker process keeps the checkpoints it opened (headers only) for the next task — a Dask worker
+    lives across runs. A checkpoint re-saved at the same path with another header (same size and mtime)
+    is opened again, not read through the old header's offsets."""
+    q = "model.layers.0.self_attn.q_proj.weight"
+    old = PAR._opener(open_checkpoint(llama_dir)).open()  # what a long-lived worker holds from a first run
+    before = old.read(q)
+    _swap_layer0_q_and_o_in_the_header(llama_dir / "model.safetensors")
+    now = open_checkpoint(llama_dir)
+    assert not np.array_equal(now.read(q), before)  # the change is one a reader sees
+    np.testing.assert_array_equal(PAR._opener(now).open().read(q), now.read(q))
