@@ -169,6 +169,21 @@ def test_agreement_bound_is_set_by_the_larger_side_of_a_rectangular_matrix(shape
     assert not spectra_agree([1.0], [1.0 - 8 * e32], shape, np.float32)[0]
 
 
+def test_the_svd_runs_on_the_device_asked_for(monkeypatch):
+    """The array is copied to the backend's torch device, in its own precision, before it is decomposed.
+    Torch's ``meta`` device stands in for a GPU (a machine without one still sees where the tensor went)."""
+    seen = []
+
+    def spy(t):
+        seen.append((str(t.device), t.dtype, tuple(t.shape)))
+        return torch.zeros(min(t.shape[-2:]), dtype=t.dtype)
+
+    monkeypatch.setattr(torch.linalg, "svdvals", spy)
+    s = svdvals(np.ones((3, 5)), devices.Device("gpu-stand-in", "torch", "meta"))
+    assert seen == [("meta", torch.float64, (3, 5))]
+    assert s.shape == (3,) and s.dtype == np.float64
+
+
 def test_float32_stays_float32_on_the_device():
     W = np.random.default_rng(2).standard_normal((50, 80)).astype(np.float32)
     s = svdvals(W, "torch-cpu")
