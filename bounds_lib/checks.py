@@ -1071,12 +1071,12 @@ def check_multihead_composition(seed=20260509, qk_seed=7, trials=60, qk_trials=4
     """Theorem ``ch03-thm-compose-mh`` (composition for the multi-head surrogate), checked.
 
     :func:`falsify_multihead_composition` from ``numpy.random.default_rng(seed)`` (depths 1 and 2,
-    tanh) against the bound and the bound divided by 1.1; then from ``default_rng(qk_seed)``
-    perturbing ``QK`` alone (depth 1, identity, ``qk_trials`` draws) with the tight constant and
-    with ``c = 1/2``. Claims as :func:`check_composition`. ``values``: ``whole``, ``weakened``,
+    ``3·tanh``, so ``L_φ = 3``) against the bound and the bound divided by 1.1; then from
+    ``default_rng(qk_seed)`` perturbing ``QK`` alone (depth 1, identity, ``qk_trials`` draws) with the
+    tight constant and with ``c = 1/2``. Claims as :func:`check_composition`. ``values``: ``whole``, ``weakened``,
     ``qk``, ``qk_false``.
     """
-    kw = dict(depths=(1, 2), acts=("tanh", "3tanh"), trials=trials, restarts=restarts)
+    kw = dict(depths=(1, 2), acts=("3tanh",), trials=trials, restarts=restarts)
     kq = dict(depths=(1,), acts=("identity",), trials=qk_trials, restarts=restarts, perturb=("QK",))
     runs = dict(whole=falsify_multihead_composition(np.random.default_rng(seed), **kw),
                 weakened=falsify_multihead_composition(np.random.default_rng(seed), weaken=1.1, **kw),
