@@ -611,7 +611,7 @@ def split_witness(which, ks=(2, 8, 64, 1024), p=0.5) -> Witness:
     ``rank``: ``k`` singular values ``τ(1 + 1/k)`` (all above τ), ``rank(W₁) = k`` against
     ``S_p/τ^p = k(1 + 1/k)^p``; ``tail_dim``/``tail_schatten``: ``σ₁ = 2τ`` and ``k − 1`` values ``τ``; the
     ratios ``√((k−1)/k)`` and ``√((k−1)/(2^p + k − 1))`` → 1 as ``k → ∞``. The bounds are
-    :func:`bounds_lib.checks._split_ratios` (the chapter's check, with its ``weaken`` argument)."""
+    ``bounds_lib.checks._split_ratios`` (the chapter's check, with its ``weaken`` argument)."""
     from .checks import _split_ratios
 
     if which not in ("rank", "tail_dim", "tail_schatten"):
