@@ -66,7 +66,7 @@ __all__ = [
 
 #: A ratio above ``1 + VIOLATION_TOL`` is a violation (floating-point slack), as in :mod:`bounds_lib.checks`.
 VIOLATION_TOL = 1e-9
-#: The factor by which a constant is weakened: a tight bound's witness passes ``1/WEAKEN``, so it breaks it.
+#: The factor by which a constant is weakened (a tight bound's witness exceeds ``WEAKEN``, so it breaks it).
 WEAKEN = 0.9
 
 
@@ -107,7 +107,7 @@ class Witness:
 
     @property
     def caught(self) -> dict:
-        """For each weakened constant: is the weakened bound violated by the witness?"""
+        """Whether the witness violates the bound with each weakened constant (a dict by constant)."""
         return {k: bool(np.max(v) > 1.0 + VIOLATION_TOL) for k, v in self.weakened.items()}
 
     @property
