@@ -371,6 +371,17 @@ def _lhs(layers, hat, X, w):
 _PERT = {"QK": "γ^QK", "V": "γ^V", "M": "γ^M = B_φ"}
 
 
+def _softmax_weakenings(piece, depth, whole=True):
+    """The weakenings every network witness shares: the whole bound × 0.9 (``whole``), the softmax constant
+    × 0.9 where it enters (a QK piece, or α at depth 2), and α computed with ``c = ½`` at depth 2."""
+    weak = {"the bound × 0.9": dict(scale=WEAKEN)} if whole else {}
+    if piece == "QK" or depth > 1:
+        weak["c × 0.9"] = dict(c=WEAKEN)
+    if depth > 1:
+        weak["α with c = ½"] = dict(c=0.5)
+    return weak
+
+
 def perturbation_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
     """Theorem ``ch03-thm-param`` (single head) at depth 1 (``piece`` QK, V or M) or depth 2 (V or M of
     layer 0, amplified by ``α⁽⁰⁾ = Λ₁`` of the Λ-witness layer). The parameter is ``q`` of the
@@ -385,10 +396,7 @@ def perturbation_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
         return _lhs(layers, hat, X, w), rhs
 
     weak = {"L_φ × 0.9": dict(L_phi=WEAKEN)} if (piece != "M" or depth > 1) else {}
-    if piece == "QK" or depth > 1:
-        weak["c × 0.9"] = dict(c=WEAKEN)
-    if depth > 1:
-        weak["α with c = ½"] = dict(c=0.5)
+    weak.update(_softmax_weakenings(piece, depth, whole=False))
     if piece == "M":
         weak["B_φ × 0.9"] = dict(phi_bound=WEAKEN)
     weak["released γ (no L_φ)"] = dict(released=True)
@@ -474,12 +482,8 @@ def composition_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
         lhs, rhs, _, _ = P.composition_bound(nets[0], nets[1], X, softmax_const=c)
         return lhs, scale * rhs
 
-    weak = {"the bound × 0.9": dict(scale=WEAKEN)}
-    if piece == "QK" or depth > 1:
-        weak["c × 0.9"] = dict(c=WEAKEN)
-    if depth > 1:
-        weak["α with c = ½"] = dict(c=0.5)
-    return witness(f"composition, depth {depth}, piece {piece}", "ch03-thm-compose", "q", qs, case, weak)
+    return witness(f"composition, depth {depth}, piece {piece}", "ch03-thm-compose", "q", qs, case,
+                   _softmax_weakenings(piece, depth))
 
 
 def _mh_layers(depth, q, eps, piece, heads=2):
@@ -520,11 +524,7 @@ def multihead_composition_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> 
         lhs, rhs = P.multihead_composition_bound(layers, hat, w, X, _phi(LPHI), L_phi * LPHI, c)
         return lhs, scale * rhs
 
-    weak = {"the bound × 0.9": dict(scale=WEAKEN)}
-    if piece == "QK" or depth > 1:
-        weak["c × 0.9"] = dict(c=WEAKEN)
-    if depth > 1:
-        weak["α with c = ½"] = dict(c=0.5)
+    weak = _softmax_weakenings(piece, depth)
     if piece != "M_out" or depth > 1:
         weak["L_φ × 0.9"] = dict(L_phi=WEAKEN)
         weak["L_φ dropped"] = dict(L_phi=1.0 / LPHI)
@@ -550,10 +550,7 @@ def multihead_perturbation_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) ->
         weak["B_φ × 0.9"] = dict(phi_bound=WEAKEN)
     if piece != "M_out" or depth > 1:
         weak["L_φ × 0.9"] = dict(L_phi=WEAKEN)
-    if piece == "QK" or depth > 1:
-        weak["c × 0.9"] = dict(c=WEAKEN)
-    if depth > 1:
-        weak["α with c = ½"] = dict(c=0.5)
+    weak.update(_softmax_weakenings(piece, depth, whole=False))
     return witness(f"multi-head perturbation (K form), depth {depth}, piece {piece}", "ch03-thm-compose-mh", "q",
                    qs, case, weak)
 
