@@ -16,6 +16,10 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
+# The test suite runs on every core (pytest-xdist; at most 4 workers: the longest tests bound it beyond
+# that). loadgroup: tests marked xdist_group(name) share one worker (expensive module fixtures made once).
+TEST_JOBS ?= auto
+PYTEST_ARGS ?= -n $(TEST_JOBS) --maxprocesses 4 --dist loadgroup
 
 .PHONY: venv book book-strict test unit lint browser-deps clean page format-chapters book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
 
@@ -41,7 +45,7 @@ book-strict: $(STAMP)
 ## builds, chapters run outside the repository), `book` (read _build) and `browser` (Chromium); those
 ## run in `make test`.
 unit: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not book and not browser"
+	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not slow and not book and not browser"
 
 ## Lint (ruff, pinned in constraints.txt; rules in pyproject.toml's [tool.ruff]).
 lint: $(STAMP)
@@ -57,9 +61,9 @@ browser-deps:
 	fi
 
 ## The test command of the README: lint (fails fast), strict book build, then every test (browser tests
-## read _build/html).
+## read _build/html), on every core (PYTEST_ARGS; TEST_JOBS=0 runs it in this one process).
 test: lint book-strict browser-deps
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf _build

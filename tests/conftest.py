@@ -6,12 +6,26 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-from hypothesis import settings
+# Under pytest-xdist (`make test`: one worker per core) each worker, and every process it starts,
+# keeps to one BLAS/OpenMP thread: N workers each spinning N BLAS threads on N cores made BLAS-heavy
+# tests many times slower. Set before NumPy is imported here; threadpoolctl below covers a library
+# loaded earlier. A value already in the environment is kept.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
-from book_html import browser, open_page  # noqa: F401  (fixtures of the browser tests, shared from here)
-from tiny_checkpoints import write_tiny_bert
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from book_html import browser, open_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
+from tiny_checkpoints import write_tiny_bert  # noqa: E402
+
+if XDIST_WORKER and os.environ.get("OPENBLAS_NUM_THREADS") == "1":
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
 
 # The book's tools (book/tools: the notebook generator, the Sphinx extension) import as top-level
 # modules, as Sphinx loads them (`local_extensions` in _config.yml): `import make_notebooks`.

@@ -142,6 +142,30 @@ def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bay
                                            rel=1e-12)
 
 
+def test_study_measures_by_their_definitions():
+    """γ, Bartlett et al.'s spectral complexity (spectral norms by SVD, (2,1) norms, the readout's norm) and
+    the sharpness drawn with the generator seed 1000 + the run's seed (seed 1 here: 1000 − 1 would differ)."""
+    from bounds_lib.norms import norm_21
+    from bounds_lib.training import TRAIN_STREAM
+
+    cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1,
+                      seed=1)
+    res = train(cfg)
+    m = ST.study_measures(res)
+    X, y, _ = sample(cfg.task(), cfg.n_train, TRAIN_STREAM)
+    X, y = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
+    margins = ST.training_margins(res.torch_model, X, y)
+    assert m["margin"] == float(np.quantile(margins, 0.1))
+    mats = [getattr(b, f"W_{a}") for b in res.model.blocks for a in ("QK", "V", "M")]
+    s1 = [float(singular_values(W)[0]) for W in mats]
+    assert m["log10_spectral"] == pytest.approx(
+        ST.spectral_complexity(s1, [norm_21(W) for W in mats], float(np.linalg.norm(res.model.w))), rel=1e-12)
+    assert (m["sigma_sharp"], m["err_q"]) == ST.perturbation_sharpness(res.torch_model, X, y, res.train_error,
+                                                                       seed=1001)
+    assert (m["sigma_sharp"], m["err_q"]) != ST.perturbation_sharpness(res.torch_model, X, y, res.train_error,
+                                                                       seed=999)
+
+
 def test_perturbation_sharpness_finds_the_largest_acceptable_sigma():
     cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1)
     res = train(cfg)
@@ -329,3 +353,354 @@ def test_robust_preset_runs_from_the_command_line_and_resumes(tmp_path):
                  "n_train=16"]) == 0
     again = read_results(tmp_path / "again.json")
     assert again["metadata"]["reused_rows"] == 1 and again["rows"][0] == d["rows"][0]
+
+
+# ----------------------------------------------------------------------------- known answers (issue 33's mutation run)
+
+
+def _study_rows(seed=5):
+    """32 rows: L, N, teacher_rank, n_train at two levels, the other axes at one, seeds 0 and 1; every measure
+    that needs no trained model (steps taken, −log n, training error, mean p*) and two targets."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for L in (1, 2):
+        for N in (4, 8):
+            for t in (0, 1):
+                for n in (16, 64):
+                    for s in (0, 1):
+                        g = 0.1 * L + 0.02 * N - 0.001 * n + 0.1 * rng.normal()
+                        rows.append({"config": {"L": L, "N": N, "lr": 0.1, "weight_decay": 0.0, "label_noise": 0.0,
+                                                "teacher_rank": t, "n_train": n, "seed": s},
+                                     "gap_error": g, "test_error": 0.5 + 0.2 * rng.normal(),
+                                     "steps_taken": float(g + 0.1 * rng.normal()), "train_error": rng.random(),
+                                     "proxies": {"p_star": {"QK": [1.0], "V": [1.0],
+                                                            "M": [1.0 + 0.5 * t + 0.3 * rng.normal()]}}})
+    return rows
+
+
+def _same_interval(a, b):
+    assert (a.value, a.lo, a.hi, a.n_boot, a.n_undefined) == pytest.approx((b.value, b.lo, b.hi, b.n_boot,
+                                                                            b.n_undefined), rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("target", [None, "test_error"])
+def test_statistic_of_every_kind_is_its_definition(target):
+    """Each kind of :func:`statistic` against its definition, with the two-stage bootstrap over configurations
+    (clusters: the config without its seed) under the seed asked for, ``n_boot`` resamples, the level asked
+    for and the target asked for (the gap by default); the point values by the independent point formulas."""
+    rows = _study_rows()
+    kw = {} if target is None else {"target": target}
+    g = np.array([r[target or "gap_error"] for r in rows])
+    W = S.bootstrap_weights(ST.clusters(rows), n_boot=300, seed=3)
+    a, b = ST.measure(rows, "steps_taken"), ST.measure(rows, "neg_log_n")
+    tau = ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 3, 300, 0.8, **kw)
+    _same_interval(tau, S.kendall_interval(a, g, W, 0.8))
+    assert tau.value == pytest.approx(S.kendall_tau(a, g), rel=1e-12) and tau.n_boot == 300
+    assert tau.lo < tau.value < tau.hi
+    assert ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 3, 300, 0.8, W=W, **kw) == tau
+    assert ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 4, 300, 0.8, **kw) != tau
+    diff = ST.statistic(ST.Hypothesis("D", "", "diff", "steps_taken", "neg_log_n"), rows, 3, 300, 0.8, **kw)
+    _same_interval(diff, ST.paired_interval(a, b, g, W, 0.8))
+    assert diff.value == pytest.approx(S.kendall_tau(a, g) - S.kendall_tau(b, g), rel=1e-12)
+    psi = ST.statistic(ST.Hypothesis("P", "", "psi", "steps_taken"), rows, 3, 300, 0.8, **kw)
+    hypers = ST.AXES + ("n_train",)
+    _same_interval(psi, S.granulated_intervals(rows, a, W, hypers, (), target or "gap_error", 0.8)["Psi"])
+    point = S.granulated_kendall(rows, lambda r: r["steps_taken"], target or "gap_error", hypers)["Psi"]
+    assert psi.value == pytest.approx(point, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^unknown hypothesis kind 'nope'$"):
+        ST.statistic(ST.Hypothesis("X", "", "nope", "steps_taken"), rows, **kw)
+
+
+def test_statistic_of_the_sign_error_and_of_p_star_by_hand():
+    """``sign_error``: ½ minus the mean sign error over environments, resampled over environments; a
+    measure that ranks every environment right scores ½, backwards −½. ``pstar_rank``: the paired
+    differences of mean p*, resampled with the seed asked for (the same seed, the same interval)."""
+    rows = _study_rows()
+    g = [r["gap_error"] for r in rows]
+    for m, value in ((g, 0.5), ([-x for x in g], -0.5)):
+        for r, x in zip(rows, m):
+            r["steps_taken"] = x
+        iv = ST.statistic(ST.Hypothesis("S", "", "sign_error", "steps_taken"), rows, 2, 150, 0.9)
+        assert (iv.value, iv.lo, iv.hi, iv.n_boot) == (value, value, value, 150)
+    rows = _study_rows()
+    errs = np.array([e for _, e in ST.sign_errors(rows, ST.measure(rows, "steps_taken"))])
+    assert 0 < errs.mean() < 1 and errs.size == 32  # 4 axes at two levels, 8 environments each
+    v = 0.5 - errs
+    draws = v[np.random.default_rng(2).integers(v.size, size=(150, v.size))].mean(axis=1)
+    iv = ST.statistic(ST.Hypothesis("S", "", "sign_error", "steps_taken"), rows, 2, 150, 0.9)
+    assert iv.value == pytest.approx(v.mean(), rel=1e-12)
+    assert (iv.lo, iv.hi) == pytest.approx(tuple(np.quantile(draws, [0.05, 0.95])), rel=1e-12)
+    d = ST.pstar_rank_differences(rows)
+    draws = d[np.random.default_rng(7).integers(d.size, size=(150, d.size))].mean(axis=1)
+    iv = ST.statistic(ST.HYPOTHESES[-1], rows, 7, 150, 0.9)
+    assert iv.value == pytest.approx(d.mean(), rel=1e-12) and iv.lo < iv.hi
+    assert (iv.lo, iv.hi) == pytest.approx(tuple(np.quantile(draws, [0.05, 0.95])), rel=1e-12)
+    sweep = ST.seed_sweep(ST.HYPOTHESES[-1], rows, seeds=(7, 8), n_boot=150, level=0.9)
+    assert sweep.intervals[0] == iv and sweep.intervals[1] != iv
+    tau = ST.Hypothesis("T", "", "tau", "steps_taken")
+    assert ST.seed_sweep(tau, rows, seeds=(1,), n_boot=50, target="test_error").intervals == \
+        (ST.statistic(tau, rows, 1, 50, target="test_error"),)
+
+
+def test_pstar_rank_differences_pair_the_two_teachers_of_one_configuration():
+    def row(t, m, **c):
+        return {"config": {"L": 1, "seed": 0, "n_train": 16, "teacher_rank": t, **c},
+                "proxies": {"p_star": {"QK": [m], "V": [m], "M": [m]}}}
+
+    rows = [row(0, 1.0), row(1, 1.5), row(0, 2.0, L=2), row(1, 1.0, L=2), row(0, 3.0, L=3), row(1, 9.0, L=4)]
+    # pairs: L=1 (+0.5), L=2 (−1.0); L=3 has only the full-rank teacher, L=4 only the rank-1 one
+    np.testing.assert_array_equal(ST.pstar_rank_differences(rows), [0.5, -1.0])
+
+
+def test_clusters_are_the_configuration_without_its_seed():
+    rows = [{"config": {"L": 1, "seed": 0}}, {"config": {"seed": 1, "L": 1}}, {"config": {"L": 2, "seed": 0}}]
+    assert ST.clusters(rows) == [(("L", 1),), (("L", 1),), (("L", 2),)]
+
+
+def test_sign_errors_use_the_seeds_both_levels_have_and_count_ties_as_half():
+    def row(L, N, s, g):
+        return {"config": {"L": L, "N": N, "seed": s}, "gap_error": g}
+
+    # environment N=1: L=1 has seeds 0, 1, L=2 only seed 1; environment N=2: L=1 and L=2 have no common
+    # seed (skipped), L=1 and L=3 have seed 0 (ranked backwards); environment N=3: a tie in the gap (sign
+    # error ½ whatever the measure) and gaps below 0
+    rows = [row(1, 1, 0, 0.0), row(1, 1, 1, 0.1), row(2, 1, 1, 0.5),
+            row(1, 2, 0, 0.0), row(2, 2, 1, 1.0), row(3, 2, 0, 2.0),
+            row(1, 3, 0, -2.0), row(2, 3, 0, -1.0), row(1, 3, 1, -0.5), row(2, 3, 1, -0.5)]
+    m = [0.0, 0.0, 1.0, 0.0, 1.0, -1.0, 5.0, 6.0, 1.0, 2.0]
+
+    def along_L():
+        return [e for e in ST.sign_errors(rows, m, axes=("L", "N")) if e[0] == "L"]
+
+    assert along_L() == [("L", 0.0), ("L", 1.0), ("L", 0.25)]
+    m[7] = 4.0  # the measure now ranks the N=3, seed-0 pair backwards
+    assert along_L() == [("L", 0.0), ("L", 1.0), ("L", 0.75)]
+
+
+def test_measure_closed_forms():
+    """Every measure of :data:`MEASURES` on one row, by hand: the bounds over γ√n in log10."""
+    n, gamma, w = 100, 0.01, 1000.0
+    row = {"config": {"n_train": n}, "steps_taken": 17, "train_error": 0.25,
+           "proxies": {"B_ours_sum": 5.0, "B_edelman": 7.0, "readout_norm": w, "n_params": 1234,
+                       "p_star": {"QK": [1.0], "V": [2.0], "M": [3.0]}},
+           "study": {"margin": gamma, "log10_theta": 4.0, "log10_spectral": 6.0, "dist_init": 1e3,
+                     "sigma_sharp": 0.01, "pac_bayes": 0.1}}
+    over = 2.0 - 1.0  # −log10 γ − ½ log10 n
+    expected = {"B_ours": 5.0 + 3.0 + over, "theta": 4.0 + over, "B_edelman": 7.0 + 3.0 + over,
+                "spectral": 6.0 + over, "dist_init": 3.0, "n_params": 1234, "mean_p_star": 2.0,
+                "sharpness": 4.0, "pac_bayes": -1.0, "steps_taken": 17.0, "train_error": 0.25,
+                "neg_log_n": -math.log(100)}
+    assert set(expected) == set(ST.MEASURES)
+    for name, v in expected.items():
+        assert ST.measure([row], name)[0] == pytest.approx(v, rel=1e-14, abs=1e-14), name
+    with pytest.raises(KeyError, match="unknown measure 'gap'; available: B_ours, theta, B_edelman, spectral, "
+                                       "dist_init, n_params"):
+        ST.measure([row], "gap")
+
+
+def test_with_axes_fills_the_defaults_and_splits_by_the_target_loss():
+    rows = [{"config": {"L": 1}, "reached_target": True, "x": 1},
+            {"config": {"L": 2, "label_noise": 0.05}, "reached_target": False},
+            {"config": {"L": 3}}]
+    ok, out = ST.with_axes(rows)
+    assert ok == [{"config": {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0, "L": 1},
+                   "reached_target": True, "x": 1}]
+    assert [r["config"] for r in out] == [{"weight_decay": 0.0, "label_noise": 0.05, "teacher_rank": 0, "L": 2},
+                                          {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0, "L": 3}]
+    assert rows[0]["config"] == {"L": 1}  # the input rows are not changed
+
+
+def test_margin_gap_bound_closed_form():
+    row = {"config": {"n_train": 400}, "study": {"margin": 0.25, "log10_theta": 0.5, "theta_gap_bound": 30.0}}
+    main = 24.0 * 10 ** 0.5 / 20.0
+    assert ST.margin_gap_bound(row) == pytest.approx(0.1 + (30.0 - main) + main / 0.25, rel=1e-14)
+
+
+def test_spectral_complexity_reads_the_readout_norm():
+    assert 10 ** ST.spectral_complexity([2.0], [2.0], 10.0) == pytest.approx(10 * 2 * 2 ** 1.5, rel=1e-12)
+
+
+def test_training_margins_are_float64_products_of_labels_and_outputs():
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[0.5, -1.0]]))
+    X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    y = torch.tensor([[1.0], [1.0], [-1.0]])
+    m = ST.training_margins(model, X, y)
+    assert m.dtype == np.float64
+    np.testing.assert_array_equal(m, [[0.5], [-1.0], [0.5]])
+
+
+class _Probe(torch.nn.Module):
+    """Outputs ``(c − |p|, c − |p|, 0)`` for any input, ``p`` one float64 parameter (0 unperturbed): under
+    the perturbation ``p = σz`` the first two examples are errors iff ``σ|z| ≥ c``, the third (a tie) always."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        self.c = c
+
+    def forward(self, X):
+        v = self.c - self.p.abs()
+        return torch.cat([v, v, torch.zeros(1, dtype=torch.float64)])
+
+
+def _sharpness_by_hand(c, train_error, tolerance, seed, draws=ST.SHARPNESS_DRAWS):
+    """The largest σ of the grid whose mean perturbed error is at most ``train_error + tolerance`` (the
+    smallest σ and its error if none), from the draws ``z`` of a torch generator seeded by ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    z = [float(torch.randn((1,), generator=gen, dtype=torch.float64)) for _ in range(draws)]
+    err = [float(np.mean([(1.0 + 2.0 * (c - abs(s * zk) <= 0)) / 3.0 for zk in z])) for s in ST.SIGMA_GRID]
+    ok = [i for i, e in enumerate(err) if e <= train_error + tolerance]
+    i = ok[0] if ok else len(ST.SIGMA_GRID) - 1
+    return float(ST.SIGMA_GRID[i]), err[i], z
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_perturbation_sharpness_by_hand(seed):
+    """The bisection's answer equals the brute-force one over the whole grid, for thresholds that make the
+    answer the first grid point, an interior one, the last acceptable one, or none (then the smallest σ),
+    with ties counted as errors and equality with the allowed error accepted."""
+    X, y = torch.zeros(3, 1), torch.ones(3, dtype=torch.float64)
+    z = _sharpness_by_hand(1.0, 1 / 3, 0.1, seed)[2]
+    zmax = max(abs(v) for v in z)
+    grid = ST.SIGMA_GRID
+    cases = [(100.0, 1 / 3, 0.1),                  # σ = 1 already acceptable
+             (0.5, 1 / 3, 0.1),                    # at most 1 of the 8 draws may exceed c
+             (0.5, 1 / 3, 0.0),                    # equality: no draw may exceed c, e = 1/3 exactly accepted
+             (1.2 * grid[-1] * zmax, 1 / 3, 0.0),  # only the smallest σ is acceptable
+             (0.5, 0.0, 0.1),                      # the tie alone (1/3) is over the allowed error: none
+             (0.5, 1 / 3, 0.5)]                    # up to 3 of the 8 draws may exceed c
+    answers = set()
+    for c, train_error, tol in cases:
+        sigma, e, _ = _sharpness_by_hand(c, train_error, tol, seed)
+        got = ST.perturbation_sharpness(_Probe(c), X, y, train_error, seed, tolerance=tol)
+        assert got == (sigma, pytest.approx(e, rel=1e-15)), (c, train_error, tol)
+        answers.add(sigma)
+    assert {float(grid[0]), float(grid[-1])} <= answers and len(answers) >= 3
+    assert ST.perturbation_sharpness(_Probe(0.5), X, y, 0.0, seed, tolerance=0.1)[0] == float(grid[-1])
+
+
+def _cmi_by_hand(rows, m, axes, k):
+    """``min_S I(V_m; V_g | U_S) / H(V_g | U_S)`` with plain dictionaries of counts (``U_S``: the pair's values
+    of the axes of ``S``), and the minimising ``S`` (the first of equal ones)."""
+    import itertools
+    from collections import Counter
+
+    g = [r["gap_error"] for r in rows]
+    pairs = [(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))]
+    best = (float("nan"), None)
+    for S_ in itertools.combinations(axes, k):
+        joint = Counter((tuple((rows[i]["config"][h], rows[j]["config"][h]) for h in S_),
+                         float(np.sign(m[i] - m[j])), float(np.sign(g[i] - g[j]))) for i, j in pairs)
+        n = len(pairs)
+        pu, pum, pug = Counter(), Counter(), Counter()
+        for (u, a, b), c in joint.items():
+            pu[u] += c / n
+            pum[u, a] += c / n
+            pug[u, b] += c / n
+        mi = sum(c / n * math.log((c / n) * pu[u] / (pum[u, a] * pug[u, b])) for (u, a, b), c in joint.items())
+        h = -sum(p * math.log(p / pu[u]) for (u, b), p in pug.items())
+        v = mi / h if h > 1e-12 else float("nan")
+        if not math.isnan(v) and (math.isnan(best[0]) or v < best[0] - 1e-12):
+            best = (v, S_)
+    return best
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_conditional_mi_by_hand(k):
+    """K and its conditioning set against plain counting, for every size of the set, on three axes with
+    different numbers of levels (so that the cells of two axes must be coded without collisions)."""
+    rng = np.random.default_rng(11)
+    rows = [{"config": {"A": a, "B": b, "C": c, "seed": s},
+             "gap_error": 0.5 * a - 0.3 * b + 0.2 * c + rng.normal()}
+            for a in (1, 2, 3) for b in (1, 2) for c in (0, 1, 2, 3) for s in range(2)]
+    g = np.array([r["gap_error"] for r in rows])
+    for m in (g + 0.5 * rng.normal(size=g.size), np.array([r["config"]["A"] for r in rows], dtype=float),
+              rng.normal(size=g.size)):
+        K, S_min, p = ST.conditional_mi(rows, m, axes=("A", "B", "C"), k=k)
+        K_ref, S_ref = _cmi_by_hand(rows, m, ("A", "B", "C"), k)
+        assert K == pytest.approx(K_ref, rel=1e-9, abs=1e-12) and S_min == S_ref
+        assert math.isnan(p)
+
+
+def test_conditional_mi_permutation_p_value_edges():
+    """The p-value counts the permutations that reach K (ties included, plus one); none asked: NaN; the
+    default seed is 0; a gap whose order no conditioning leaves open gives (NaN, None)."""
+    rng = np.random.default_rng(12)
+    rows = [{"config": {"L": L, "N": N}, "gap_error": rng.normal()} for L in (1, 2) for N in (1, 2) for _ in range(4)]
+    g = np.array([r["gap_error"] for r in rows])
+    const = np.ones(g.size)
+    assert ST.conditional_mi(rows, const, axes=("L", "N"), k=1, n_perm=9)[2] == 1.0  # K = 0 = every null value
+    assert ST.conditional_mi(rows, g, axes=("L", "N"), k=1, n_perm=1)[2] == 0.5  # one permutation, below K = 1
+    noisy = g + 2.0 * rng.normal(size=g.size)
+    p = {s: ST.conditional_mi(rows, noisy, axes=("L", "N"), k=1, n_perm=49, seed=s)[2] for s in (0, 1, 2)}
+    assert ST.conditional_mi(rows, noisy, axes=("L", "N"), k=1, n_perm=49)[2] == p[0]
+    assert len(set(p.values())) > 1
+    ordered = [{"config": {"L": 1}, "gap_error": float(i)} for i in range(6)]
+    K, S_min, p = ST.conditional_mi(ordered, rng.normal(size=6), axes=("L",), k=0)
+    assert math.isnan(K) and S_min is None and math.isnan(p)
+
+
+def test_verdict_rows_format_every_hypothesis():
+    """One row per pre-registered hypothesis: the seed-0 interval, the widest over seeds, the Monte Carlo sd of
+    the endpoints, the seeds with the claimed sign and the verdict; 2 decimals, or 4 where an endpoint that is
+    not 0 is below 0.005 in size (0 itself and 0.005 keep 2; undefined endpoints are left out)."""
+    iv = S.Interval
+    nan = float("nan")
+    given = {"H1": (iv(0.3, 0.1, 0.5, 1000), iv(0.31, 0.12, 0.52, 1000)),
+             "H2": (iv(0.01, 0.001, 0.02, 1000),),
+             "H3": (iv(0.1, 0.0, 0.2, 1000), iv(0.1, -0.005, 0.3, 1000)),
+             "H4": (iv(nan, nan, nan, 1000), iv(0.2, 0.003, 0.4, 1000)),
+             "H5": (iv(-0.2, -0.4, -0.1, 1000),) * 3}
+    sweeps = {h.id: ST.SweepResult(given.get(h.id, (iv(0.2, 0.1, 0.3, 1000),)), h.claimed) for h in ST.HYPOTHESES}
+    rows = ST.verdict_rows(sweeps)
+    assert [r[:2] for r in rows] == [(h.id, h.text) for h in ST.HYPOTHESES]
+    by = {r[0]: r[2:] for r in rows}
+    assert by["H1"] == ("+0.30 [+0.10, +0.50]", "+0.30 [+0.10, +0.52]", "0.014 / 0.014", "2 of 2", "supported")
+    assert by["H2"] == ("+0.0100 [+0.0010, +0.0200]", "+0.0100 [+0.0010, +0.0200]", "0.000 / 0.000", "1 of 1",
+                        "supported")
+    assert by["H3"] == ("+0.10 [+0.00, +0.20]", S.format_interval(iv(0.1, -0.005, 0.3, 1000), 2), "0.004 / 0.071",
+                        "0 of 2", "refuted (no effect shown)")
+    assert by["H4"][:2] == ("n/a", "n/a") and by["H4"][3:] == ("1 of 2", "borderline")
+    assert by["H5"][3:] == ("0 of 3", "refuted (reversed)")
+    four = ST.verdict_rows({**sweeps, "H4": ST.SweepResult((iv(0.2, 0.003, 0.4, 1000),), "+")})
+    assert four[3][2] == "+0.2000 [+0.0030, +0.4000]"
+
+
+def test_plot_bounds_vs_gap_draws_each_teacher_against_both_bounds():
+    """Left: (gap, the corrected bound of :func:`margin_gap_bound`); right: (population error, PAC-Bayes); the
+    rank-1 teacher in C0, the full-rank one in C3, both on a log scale with the dashed line bound = 1."""
+    from matplotlib.colors import to_rgba
+
+    def row(t, gap, test, pac, theta):
+        return {"config": {"teacher_rank": t, "n_train": 100}, "gap_error": gap, "test_error": test, "other": -gap,
+                "study": {"theta_gap_bound": 10.0 ** theta, "log10_theta": theta, "margin": 0.5, "pac_bayes": pac}}
+
+    rows = [row(0, 0.1, 0.2, 0.9, 1.0), row(1, 0.2, 0.3, 0.8, 2.0), row(1, 0.05, 0.1, 0.7, 3.0)]
+    for target in ("gap_error", "other"):
+        fig = ST.plot_bounds_vs_gap(rows, **({} if target == "gap_error" else {"target": target}))
+        assert tuple(fig.get_size_inches()) == (5.0, 3.0) and len(fig.axes) == 2
+        a, b = fig.axes
+        for ax, x, y in ((a, lambda r: r[target], ST.margin_gap_bound), (b, lambda r: r["test_error"],
+                                                                            lambda r: r["study"]["pac_bayes"])):
+            assert ax.get_yscale() == "log"
+            (one,) = ax.lines
+            assert (list(one.get_ydata()), one.get_color(), one.get_linewidth(), one.get_linestyle()) == \
+                ([1.0, 1.0], "k", 0.8, "--")
+            assert [c.get_label() for c in ax.collections] == ["rank-1 teacher", "full-rank teacher"]
+            for c, t, colour in zip(ax.collections, (1, 0), ("C0", "C3")):
+                rs = [r for r in rows if r["config"]["teacher_rank"] == t]
+                np.testing.assert_allclose(c.get_offsets(), [(x(r), y(r)) for r in rs], rtol=1e-14)
+                assert list(c.get_sizes()) == [12] and tuple(c.get_facecolor()[0]) == to_rgba(colour)
+        assert (a.get_xlabel(), a.get_ylabel(), a.get_title()) == ("measured gap (exact)",
+                                                                   "corrected bound on the 0-1 gap",
+                                                                   "Chapter 5's theorem")
+        assert (b.get_xlabel(), b.get_ylabel(), b.get_title()) == ("population error (exact)", "PAC-Bayes bound",
+                                                                   "prior at initialisation")
+        (legend,) = fig.legends
+        assert [t.get_text() for t in legend.get_texts()] == ["rank-1 teacher", "full-rank teacher"]
+        assert (legend._loc, legend._outside_loc, legend._ncols) == (8, "lower", 2)  # "outside lower center"
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

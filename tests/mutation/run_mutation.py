@@ -57,6 +57,8 @@ TESTS = {
     # the figure style: SVG/PNG output and its metadata (the style's tests live with Chapter 6's figures)
     "style": ["tests/test_report.py"],
     "trained_report": ["tests/test_trained_report.py"],
+    # Chapter 9's study: measures, paired intervals, sign errors, the verdict rule (issue 33)
+    "study": ["tests/test_study.py"],
     # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
     "exercises": ["tests/test_exercises.py"],
 }
