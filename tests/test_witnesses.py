@@ -176,3 +176,28 @@ def test_witness_table_rows():
     rows = W.witness_table(CH3[:3])
     assert [r[0] for r in rows] == [w.name for w in CH3[:3]]
     assert all(r[-1] for r in rows)
+
+
+# ------------------------------------------------------------ what the reader sees (from the mutation run)
+
+
+def test_summary_line_is_exact():
+    w = W.Witness("Λ", "lbl", "q", (3, 1000.0), np.array([0.84, 0.9995]),
+                  {"c × 0.9": np.array([0.9, 1.11]), "c = ½": np.array([0.5, 0.9])})
+    assert w.summary() == "Λ — q = 3: 0.8400, 1000: 0.9995; weakened caught 1/2 [FAILED]"
+    ok = W.Witness("s", "lbl", "δ", (0.01,), np.array([1.0]), {})
+    assert ok.summary() == "s — δ = 0.01: 1.0000 [ok]" and repr(ok) == ok.summary()
+
+
+@pytest.mark.parametrize("value,text", [(3, "3"), (np.int64(12), "12"), (0.5, "0.5"), (0.001, "0.001"),
+                                        (9999.0, "9999"), (0.0, "0"), (1e4, "1e+04"), (1e-4, "1e-04"),
+                                        (1e64, "1e+64"), (-2.5, "-2.5")])
+def test_parameter_values_are_printed_readably(value, text):
+    assert W._fmt(value) == text
+
+
+def test_witness_table_rows_are_exact():
+    w = W.Witness("Λ", "ch03-thm-layer", "q", (3.0, 8.0, 30.0), np.array([0.84, 0.94, 0.98]),
+                  {"c × 0.9": np.array([0.9, 1.0, 1.1]), "c = ½": np.array([0.9, 1.5, 1.9]),
+                   "L_φ × 0.9": np.array([0.5, 0.6, 0.7])})
+    assert W.witness_table([w]) == [("Λ", "ch03-thm-layer", "q = 30", 0.98, "c × 0.9, c = ½", False)]
