@@ -36,7 +36,8 @@ book: $(STAMP)
 	$(JB) build . $(STRICT)
 	@echo "Book: file://$(CURDIR)/_build/html/index.html"
 
-## Strict build from scratch: no cache, every notebook executed, any warning or cell error fails.
+## Strict build from scratch: no cache, every notebook executed (one per core, in temporary folders:
+## book/tools/parallel_execution.py), any warning or cell error fails.
 book-strict: $(STAMP)
 	rm -rf _build
 	$(JB) build . $(STRICT) --all
@@ -98,7 +99,7 @@ book-noexec: $(STAMP)
 	@test -n "$(OUT)" || (echo "usage: make book-noexec OUT=/tmp/somewhere"; exit 2)
 	sed -e 's/execute_notebooks: cache/execute_notebooks: "off"/' \
 	    -e 's/suppress_warnings: \["mystnb.unknown_mime_type"\]/suppress_warnings: ["mystnb.unknown_mime_type", "mystnb.glue", "mystnb.glue_ref"]/' \
-	    -e 's|book_reader: book/tools|book_reader: $(CURDIR)/book/tools|' \
+	    -e 's|^\(    [a-z_]*\): book/tools$$|\1: $(CURDIR)/book/tools|' \
 	    _config.yml > $(OUT).config.yml
 	$(JB) build . $(STRICT) --all --config $(OUT).config.yml --path-output $(OUT)
 

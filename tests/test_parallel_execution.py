@@ -1,0 +1,33 @@
+"""book/tools/parallel_execution.py's settings: how many notebooks run at once and the kernels' threads.
+
+The extension itself (notebooks executed in parallel into the jupyter-cache, each once, a failing
+cell failing the build) is tested end to end on scratch books in tests/test_strict_build.py.
+"""
+import pytest
+
+import parallel_execution as PE  # book/tools is on sys.path (conftest.py)
+
+
+def test_jobs_default_to_one_per_core_and_never_exceed_the_notebooks(monkeypatch):
+    monkeypatch.delenv("BOUNDS_NB_JOBS", raising=False)
+    assert PE.jobs_for("auto", pending=10, cpus=2) == 2
+    assert PE.jobs_for(0, pending=10, cpus=8) == 8
+    assert PE.jobs_for("auto", pending=3, cpus=8) == 3
+    assert PE.jobs_for(1, pending=10, cpus=8) == 1
+    assert PE.jobs_for("4", pending=10, cpus=2) == 4  # an explicit number is taken as given
+
+
+def test_the_environment_overrides_the_setting(monkeypatch):
+    monkeypatch.setenv("BOUNDS_NB_JOBS", "1")
+    assert PE.jobs_for("auto", pending=10, cpus=2) == 1
+    monkeypatch.setenv("BOUNDS_NB_JOBS", "")
+    assert PE.jobs_for("auto", pending=10, cpus=2) == 2
+    monkeypatch.setenv("BOUNDS_NB_JOBS", "-1")
+    with pytest.raises(ValueError, match="BOUNDS_NB_JOBS"):
+        PE.jobs_for("auto", pending=10, cpus=2)
+
+
+def test_kernels_get_one_thread_unless_the_environment_says_otherwise():
+    env = PE.kernel_env({"PATH": "/bin", "OMP_NUM_THREADS": "3"})
+    assert env["PATH"] == "/bin" and env["OMP_NUM_THREADS"] == "3"
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
