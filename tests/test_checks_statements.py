@@ -152,3 +152,14 @@ def test_split_check_holds_and_fails_on_a_wrong_bound_or_without_weakening(monke
     bad = CK.check_split(np.random.default_rng(3), trials=500, **_SEARCH)
     assert bad.failed[:3] == ["no violation in 500 random draws", "none with tau < sigma_1",
                               "none found by the optimiser"]
+
+
+def test_theorem_constants_report_what_they_checked():
+    r = CK.check_theorem_constants()
+    assert r.name == "Theorem 5.1's constants"
+    assert [c for c, _ in r.claims] == [
+        "theta_j^2 / T(W;p)^2 = 2 * 2^(2/(p+2)) * 144^(p/(p+2))",
+        "theorem.log_theta has that constant (and 2 at p = 0) on the grid",
+        "the Dudley integral at lambda = 0 is sqrt(2 pi)"]
+    assert r.detail.startswith("integral = sqrt(2)*sqrt(pi); log_theta off by ")
+    assert set(r.values) == {"integral", "log_theta_gap"} and 0 <= r.values["log_theta_gap"] < 1e-12
