@@ -17,9 +17,12 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 # The test suite runs on every core (pytest-xdist; at most 4 workers: the longest tests bound it beyond
-# that). loadgroup: tests marked xdist_group(name) share one worker (expensive module fixtures made once).
+# that). worksteal: tests are spread one by one and an idle worker takes queued tests from a busy one
+# (a few tests take minutes). Not loadgroup: xdist 3.8.0 groups by renaming item._nodeid, which
+# pytest 9.2 no longer reads, so xdist_group marks are ignored; the expensive fixtures are shared
+# between workers through files instead (tests/test_notebooks_outside.py, made_once).
 TEST_JOBS ?= auto
-PYTEST_ARGS ?= -n $(TEST_JOBS) --maxprocesses 4 --dist loadgroup
+PYTEST_ARGS ?= -n $(TEST_JOBS) --maxprocesses 4 --dist worksteal
 
 .PHONY: venv book book-strict test unit lint browser-deps clean page format-chapters book-noexec reproducibility notebooks student lab pdf pdf-deps mutation
 

@@ -83,8 +83,10 @@ def _ensure_chromium() -> str | None:
     return "/usr/bin/chromium missing and cannot be installed here (not root or no apt-get)"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
+    """One Chromium per test process (per pytest-xdist worker), for the whole run: every page opens in a
+    fresh context (``open_page``). Module scope relaunched it each time a worker came back to a module."""
     reason = skip_reason() or _ensure_chromium()
     if reason:
         print(f"\nSKIP browser test: {reason}")
