@@ -31,3 +31,14 @@ def test_kernels_get_one_thread_unless_the_environment_says_otherwise():
     env = PE.kernel_env({"PATH": "/bin", "OMP_NUM_THREADS": "3"})
     assert env["PATH"] == "/bin" and env["OMP_NUM_THREADS"] == "3"
     assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+
+
+def test_only_a_kernel_that_never_started_is_started_again():
+    """nbclient's words for a kernel that died before its first reply (no cell ran); a kernel that dies
+    later, or a raising cell, is a failure of the notebook."""
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    assert PE.kernel_never_started(RuntimeError("Kernel died before replying to kernel_info"))
+    assert not PE.kernel_never_started(DeadKernelError("Kernel died"))
+    assert not PE.kernel_never_started(CellExecutionError("x", "AssertionError", "a failing check"))
+    assert PE.STARTS >= 2

@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from pathlib import Path, PurePosixPath
 
-__all__ = ["KERNEL_ENV", "execute_one", "jobs_for", "kernel_env", "setup"]
+__all__ = ["KERNEL_ENV", "STARTS", "execute_one", "jobs_for", "kernel_env", "kernel_never_started", "setup"]
 
 _EXECUTED = "_bounds_parallel_executed"  # app attribute: {docname: execution_seconds}
 #: The kernels' thread settings (applied where the environment does not set them already).
@@ -88,14 +88,33 @@ def execute_one(nb_json: str, cwd: str, timeout, allow_errors: bool) -> dict:
         return json.loads(out.read_text(encoding="utf8"))
 
 
+#: Kernel starts tried per notebook. Two kernels started at the same instant can die before their
+#: first reply (seen once in a test run under load: "Kernel died before replying to kernel_info",
+#: most likely two kernels given the same port); no cell has run then.
+STARTS = 3
+
+
+def kernel_never_started(exc: BaseException) -> bool:
+    """Whether nbclient's error says the kernel died before it answered its first request."""
+    return "before replying to kernel_info" in str(exc)
+
+
 def _worker(argv: list[str]) -> int:
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
 
     src, out, cwd, timeout, allow_errors = argv
-    nb = nbformat.read(src, as_version=4)
-    result = single_nb_execution(nb, cwd=cwd, timeout=json.loads(timeout), allow_errors=json.loads(allow_errors),
-                                 meta_override=True)
+    for attempt in range(STARTS):
+        nb = nbformat.read(src, as_version=4)
+        try:
+            result = single_nb_execution(nb, cwd=cwd, timeout=json.loads(timeout),
+                                         allow_errors=json.loads(allow_errors), meta_override=True)
+            break
+        except RuntimeError as exc:  # the kernel never started: no cell ran, so running again is the same run
+            if not kernel_never_started(exc) or attempt == STARTS - 1:
+                raise
+            print(f"kernel did not start ({exc}); starting another", file=sys.stderr)
+            time.sleep(1 + attempt)
     err = result.err
     Path(out).write_text(json.dumps({
         "nb": nbformat.writes(result.nb) if err is None else None,
