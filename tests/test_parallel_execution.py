@@ -42,3 +42,29 @@ def test_only_a_kernel_that_never_started_is_started_again():
     assert not PE.kernel_never_started(DeadKernelError("Kernel died"))
     assert not PE.kernel_never_started(CellExecutionError("x", "AssertionError", "a failing check"))
     assert PE.STARTS >= 2
+
+
+def test_longest_notebooks_start_first_and_never_timed_ones_before_them():
+    todo = [("a", "/x/a.md"), ("b", "/x/b.md"), ("c", "/x/c.md"), ("d", "/x/d.md")]
+    order = PE.longest_first(todo, {"/x/a.md": 5.0, "/x/b.md": 60.0, "/x/d.md": 20.0})
+    assert [d for d, _ in order] == ["c", "b", "d", "a"]
+
+
+def test_the_history_keeps_earlier_times_drops_gone_notebooks_and_survives_a_broken_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("BOUNDS_NB_HISTORY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert PE.history_file() == tmp_path / "bounds-lib-book" / "execution_seconds.json"
+    a, b = tmp_path / "a.md", tmp_path / "b.md"
+    a.write_text("")
+    b.write_text("")
+    assert PE.read_history() == {}
+    PE.write_history({str(a): 5.0})
+    PE.write_history({str(b): 7.5})
+    assert PE.read_history() == {str(a): 5.0, str(b): 7.5}
+    a.unlink()
+    PE.write_history({})
+    assert PE.read_history() == {str(b): 7.5}
+    PE.history_file().write_text("not json")
+    assert PE.read_history() == {}
+    monkeypatch.setenv("BOUNDS_NB_HISTORY", str(tmp_path / "h.json"))
+    assert PE.history_file() == tmp_path / "h.json"

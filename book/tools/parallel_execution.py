@@ -10,9 +10,10 @@ notebook among them exactly as MyST-NB will (MyST-NB's reader and configuration:
 metadata, so the same cache key), skips those the cache already holds, and executes the others
 ``nb_parallel_jobs`` at a time (default: one per core), each in its own kernel with MyST-NB's own
 function (``jupyter_cache``'s ``single_nb_execution``), the configured timeout, ``allow_errors`` and
-working directory. Each result is stored in the cache as MyST-NB stores it (``execution_seconds``
-included, which ``{nb-exec-table}`` shows); MyST-NB then finds every notebook in the cache while
-reading and executes nothing.
+working directory; longest first, by their last run on this machine
+(``~/.cache/bounds-lib-book/execution_seconds.json``, which only orders them). Each result is stored
+in the cache as MyST-NB stores it (``execution_seconds`` included, which ``{nb-exec-table}`` shows);
+MyST-NB then finds every notebook in the cache while reading and executes nothing.
 
 Strictness is kept:
 
@@ -49,7 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from pathlib import Path, PurePosixPath
 
-__all__ = ["KERNEL_ENV", "STARTS", "execute_one", "jobs_for", "kernel_env", "kernel_never_started", "setup"]
+__all__ = ["KERNEL_ENV", "STARTS", "execute_one", "history_file", "jobs_for", "kernel_env", "kernel_never_started",
+           "longest_first", "read_history", "setup", "write_history"]
 
 _EXECUTED = "_bounds_parallel_executed"  # app attribute: {docname: execution_seconds}
 #: The kernels' thread settings (applied where the environment does not set them already).
@@ -158,13 +160,46 @@ def _notebooks_to_execute(app, env, docnames):
             cache.match_cache_notebook(notebook)
             continue  # already cached
         todo.append((docname, path, nbformat.from_dict(notebook)))
-    # Longest first (their last recorded run, when the cache still has an older execution; never-run
-    # notebooks first), so that the last notebook to start is a short one.
-    last = {}
+    # Longest first, so that the last notebook to start is a short one: their last run on this machine
+    # (the history file, which outlives `rm -rf _build`), or an older execution still in the cache.
+    seconds = read_history()
     for record in cache.list_cache_records():
-        last[record.uri] = max(last.get(record.uri, 0.0), float((record.data or {}).get("execution_seconds") or 0.0))
-    todo.sort(key=lambda item: -last.get(str(item[1]), float("inf")))
-    return cache, todo
+        seconds.setdefault(record.uri, float((record.data or {}).get("execution_seconds") or 0.0))
+    return cache, longest_first(todo, seconds)
+
+
+def longest_first(todo: list, seconds: dict) -> list:
+    """``todo`` (tuples whose second item is the notebook's path) by decreasing last run time; a notebook
+    never timed first (it may be the longest), ties in the given order."""
+    return sorted(todo, key=lambda item: -seconds.get(str(item[1]), float("inf")))
+
+
+def history_file() -> Path:
+    """This machine's record of each notebook's last execution time (used for the order only);
+    ``BOUNDS_NB_HISTORY`` names another file."""
+    if os.environ.get("BOUNDS_NB_HISTORY"):
+        return Path(os.environ["BOUNDS_NB_HISTORY"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bounds-lib-book" / "execution_seconds.json"
+
+
+def read_history() -> dict:
+    with suppress(OSError, ValueError):
+        data = json.loads(history_file().read_text(encoding="utf8"))
+        if isinstance(data, dict):
+            return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))}
+    return {}
+
+
+def write_history(new: dict) -> None:
+    """Add ``{path: seconds}`` to the history file (best effort: a read-only home only loses the order)."""
+    with suppress(OSError):
+        path = history_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        kept = {k: v for k, v in dict(read_history(), **new).items() if Path(k).exists()}  # no stale entries
+        tmp.write_text(json.dumps(kept, indent=1, sort_keys=True), encoding="utf8")
+        os.replace(tmp, path)
 
 
 def _before_read(app, env, docnames):
@@ -191,7 +226,7 @@ def _before_read(app, env, docnames):
             return item, execute_one(nbformat.writes(notebook), os.path.abspath(cwd), config.execution_timeout,
                                      config.execution_allow_errors)
 
-    executed, failed = getattr(app, _EXECUTED, {}), []
+    executed, failed, timed = getattr(app, _EXECUTED, {}), [], {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for (docname, path, _), res in pool.map(run, todo):
             if res["error"] is not None:
@@ -203,8 +238,10 @@ def _before_read(app, env, docnames):
             cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": res["seconds"]}),
                                         check_validity=False, overwrite=True)
             executed[docname] = res["seconds"]
+            timed[str(path)] = res["seconds"]
             log.info(f"[parallel_execution] {docname}: {res['seconds']:.1f} s")
     setattr(app, _EXECUTED, executed)
+    write_history(timed)
     log.info(f"[parallel_execution] {len(todo)} notebook(s) in {time.perf_counter() - t0:.1f} s wall")
     if failed and config.execution_raise_on_error:
         from sphinx.errors import ExtensionError
