@@ -6,6 +6,7 @@ path gives, in the order of the parts.
 """
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -657,3 +658,27 @@ def test_a_worker_reopens_a_checkpoint_re_saved_with_another_header(llama_dir):
     now = open_checkpoint(llama_dir)
     assert not np.array_equal(now.read(q), before)  # the change is one a reader sees
     np.testing.assert_array_equal(PAR._opener(now).open().read(q), now.read(q))
+
+
+def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
+    """A stored unit comes back field for field (an expert's number, a NaN (1,1) norm, the shapes), and each
+    stored unit adds one journal line: layer, part, key, host, pid, seconds (0.1 ms), peak memory."""
+    from bounds_lib.spectra import MatrixSpectrum
+
+    folder = PAR._ResumeFolder(tmp_path / "r")
+    mats = [MatrixSpectrum(2, 0, "QK", (4, 4), np.array([3.0, 1.0]), 5.0, float("nan")),
+            MatrixSpectrum(2, -1, "M_in", (4, 8), np.array([2.0, 0.5, 0.25]), 4.0, 6.0, expert=3)]
+    task = PAR.UnitTask(None, None, 2, ("M_in", 3), "clean", "float64", False)
+    folder.store("k1", task, {"matrices": mats, "host": "h", "pid": 7, "seconds": 1.234567, "maxrss": 2**30})
+    folder.store("k2", replace(task, part="attention"), {"matrices": mats[:1]})  # sent back without its timings
+    back = folder.load("k1", 2)
+    assert [(m.layer, m.head, m.matrix_type, m.shape, m.norm_21, m.expert) for m in back] == \
+        [(2, 0, "QK", (4, 4), 5.0, None), (2, -1, "M_in", (4, 8), 4.0, 3)]
+    assert math.isnan(back[0].norm_11) and back[1].norm_11 == 6.0
+    np.testing.assert_array_equal(back[1].sigma, [2.0, 0.5, 0.25])
+    assert folder.load("k3", 2) is None
+    lines = [json.loads(x) for x in (tmp_path / "r" / "journal.jsonl").read_text().splitlines()]
+    assert lines == [{"layer": 2, "part": "M_in.3", "key": "k1", "host": "h", "pid": 7, "seconds": 1.2346,
+                      "maxrss": 2**30},
+                     {"layer": 2, "part": "attention", "key": "k2", "host": None, "pid": None, "seconds": 0.0,
+                      "maxrss": None}]
