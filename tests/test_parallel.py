@@ -682,3 +682,72 @@ def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
                       "maxrss": 2**30},
                      {"layer": 2, "part": "attention", "key": "k2", "host": None, "pid": None, "seconds": 0.0,
                       "maxrss": None}]
+
+
+def test_the_memory_budget_counts_each_stored_precision(tmp_path):
+    """2 × the largest stored tensor in its stored bytes (8, 4, 2, 2 for f64, f32, f16, bf16, however the
+    source spells the dtype; 4 for a dtype the analysis does not read) + 400 MB."""
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import save_file
+    from safetensors.torch import save_file as save_torch
+
+    base = 400 * 2**20
+
+    def on_disk(name, save, tensors):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+        save(tensors, str(tmp_path / name / "model.safetensors"))
+        return open_checkpoint(tmp_path / name)
+
+    for dt, size in (("float64", 8), ("float32", 4), ("float16", 2)):
+        arrays = {"big": np.zeros((30, 10), dtype=dt), "small": np.zeros((2, 2), dtype=dt)}
+        assert PAR.memory_budget(open_checkpoint(arrays, config={})) == 2 * size * 300 + base, dt
+        assert PAR.memory_budget(on_disk(dt, save_file, arrays)) == 2 * size * 300 + base, dt
+    bf = {"big": torch.zeros((30, 10), dtype=torch.bfloat16)}
+    assert PAR.memory_budget(open_checkpoint(bf, config={})) == 2 * 2 * 300 + base
+    assert PAR.memory_budget(on_disk("bf16", save_torch, bf)) == 2 * 2 * 300 + base
+    assert PAR.memory_budget(on_disk("i8", save_file, {"ids": np.zeros((30, 10), dtype=np.int8)})) == \
+        2 * 4 * 300 + base
+
+    class Odd(PAR.TensorSource):
+        """One tensor whose shape cannot be read: left out of the budget."""
+
+        def names(self):
+            return ["odd", "w"]
+
+        def dtype(self, name):
+            return "F32"
+
+        def shape(self, name):
+            if name == "odd":
+                raise ValueError("unreadable")
+            return (5, 5)
+
+    assert PAR.memory_budget(Odd()) == 2 * 4 * 25 + base
+
+
+def test_the_memory_estimate_of_every_unit_kind():
+    """The attention part: its four projections (H query/output heads, Hk key/value heads of d rows of N)
+    held twice over (three halves lean), plus 64 MB of (1,1)-norm chunks when asked, plus an N×N product and
+    its copies in paper mode; feed-forward units from the layout (gated M_in is N × 2 d_ff) or from the
+    stored tensors, dense or lean, in the stored precision given."""
+    tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
+    src = open_checkpoint(tensors, config=config)
+    spec = detect_architecture(src)
+    N, H, Hk, d = 16, 4, 2, 4
+    for s, dt in ((8, "float64"), (4, "float32")):
+        proj = s * (2 * H * d * N + 2 * Hk * d * N)
+        est = {(e, mode, lean): PAR.unit_memory_estimate(spec, "attention", dt, entrywise=e, mode=mode, lean=lean)
+               for e in (False, True) for mode in ("clean", "paper") for lean in (False, True)}
+        for (e, mode, lean), v in est.items():
+            assert v == (3 if lean else 4) * proj // 2 + (64 * 2**20 if e else 0) + \
+                (3 * s * N * N if mode == "paper" else 0), (dt, e, mode, lean)
+    k = 16
+    assert PAR.unit_memory_estimate(spec, "M_in", "float32") == 4 * (2 * 16 * 80 + k * k)
+    assert PAR.unit_memory_estimate(spec, "M_out", source=src) == 8 * (2 * 16 * 40 + k * k)
+    assert PAR.unit_memory_estimate(spec, "M_in", lean=True, stored="float16") == \
+        int(1.5 * 2 * 16 * 80) + 3 * 8 * k * k + PAR._CHUNK_BYTES
+    assert PAR.unit_memory_estimate(spec, "M_out", "float32", lean=True) == \
+        int(1.5 * 4 * 16 * 40) + 3 * 4 * k * k + PAR._CHUNK_BYTES
+    assert PAR.unit_memory_estimate(spec, "M_out", lean=True, source=src, layer=1) == \
+        int(1.5 * 4 * 16 * 40) + 3 * 8 * k * k + PAR._CHUNK_BYTES
