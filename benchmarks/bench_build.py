@@ -120,6 +120,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pytest-args", default="", help="more pytest arguments for --run-tests (one string)")
     ap.add_argument("--top", type=int, default=25, help="how many of the slowest tests to list (default 25)")
     ap.add_argument("--markdown", type=Path, help="also write the table, with its header, to this file")
+    ap.add_argument("--note", default="", help="a paragraph for the markdown file (what else ran, what to read)")
     args = ap.parse_args(argv)
 
     walls: dict[str, float] = {}
@@ -146,7 +147,8 @@ def main(argv=None) -> int:
     if args.markdown:
         args.markdown.write_text(
             "# Build and test times\n\nWritten by `benchmarks/bench_build.py` (see its docstring for the "
-            "command).\n\n" + header + "\n\n" + text + "\n")
+            "command).\n\n" + header + "\n\n" + (args.note.strip() + "\n\n" if args.note.strip() else "")
+            + text + "\n")
     if not chapters and not tests:
         print("nothing to report: no jupyter-cache in the build folder and no JUnit file", file=sys.stderr)
         return 1
