@@ -125,15 +125,16 @@ def test_distance_to_init_is_the_euclidean_norm_of_the_parameter_change():
     assert ST.measure([row], "dist_init")[0] == pytest.approx(math.log10(13.0), rel=1e-15)
 
 
-def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bayes_bound():
-    """A trained model's ``dist_init`` is ``√Σ(θ − θ₀)²`` against its own seeded initialisation (summed here
-    in NumPy), and the PAC-Bayes bound's KL term takes its square."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bayes_bound(dtype):
+    """A trained model's ``dist_init`` is ``√Σ(θ − θ₀)²`` against its own seeded initialisation in its own
+    precision (summed here in NumPy), and the PAC-Bayes bound's KL term takes its square."""
     from bounds_lib.training import initial_model
 
     cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1)
-    res = train(cfg)
+    res = train(cfg, dtype=dtype)
     m = ST.study_measures(res)
-    m0 = initial_model(cfg, next(res.torch_model.parameters()).dtype)
+    m0 = initial_model(cfg, dtype)
     sq = sum(float(np.sum((p.detach().numpy().astype(np.float64) - p0.detach().numpy().astype(np.float64)) ** 2))
              for p, p0 in zip(res.torch_model.parameters(), m0.parameters()))
     assert sq > 1e-4  # the model moved
@@ -422,6 +423,10 @@ def test_statistic_of_the_sign_error_and_of_p_star_by_hand():
             r["steps_taken"] = x
         iv = ST.statistic(ST.Hypothesis("S", "", "sign_error", "steps_taken"), rows, 2, 150, 0.9)
         assert (iv.value, iv.lo, iv.hi, iv.n_boot) == (value, value, value, 150)
+        # against another target the same measure has sign errors (the target is the one asked for)
+        other = ST.statistic(ST.Hypothesis("S", "", "sign_error", "steps_taken"), rows, 2, 150, 0.9,
+                             target="test_error")
+        assert abs(other.value) < 0.5
     rows = _study_rows()
     errs = np.array([e for _, e in ST.sign_errors(rows, ST.measure(rows, "steps_taken"))])
     assert 0 < errs.mean() < 1 and errs.size == 32  # 4 axes at two levels, 8 environments each
@@ -607,16 +612,18 @@ def _cmi_by_hand(rows, m, axes, k):
     return best
 
 
+@pytest.mark.parametrize("levels", [(3, 2, 4), (2, 2, 2)])
 @pytest.mark.parametrize("k", [0, 1, 2])
-def test_conditional_mi_by_hand(k):
+def test_conditional_mi_by_hand(k, levels):
     """K and its conditioning set against plain counting, for every size of the set, on three axes with
-    different numbers of levels (so that the cells of two axes must be coded without collisions)."""
+    different or equal numbers of levels (the cells of two axes must be coded without collisions), for a
+    measure that carries information, one fixed by the last axis (the minimum at the last set), and noise."""
     rng = np.random.default_rng(11)
     rows = [{"config": {"A": a, "B": b, "C": c, "seed": s},
              "gap_error": 0.5 * a - 0.3 * b + 0.2 * c + rng.normal()}
-            for a in (1, 2, 3) for b in (1, 2) for c in (0, 1, 2, 3) for s in range(2)]
+            for a in range(levels[0]) for b in range(levels[1]) for c in range(levels[2]) for s in range(3)]
     g = np.array([r["gap_error"] for r in rows])
-    for m in (g + 0.5 * rng.normal(size=g.size), np.array([r["config"]["A"] for r in rows], dtype=float),
+    for m in (g + 0.5 * rng.normal(size=g.size), np.array([r["config"]["C"] for r in rows], dtype=float),
               rng.normal(size=g.size)):
         K, S_min, p = ST.conditional_mi(rows, m, axes=("A", "B", "C"), k=k)
         K_ref, S_ref = _cmi_by_hand(rows, m, ("A", "B", "C"), k)
