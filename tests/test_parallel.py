@@ -751,3 +751,25 @@ def test_the_memory_estimate_of_every_unit_kind():
         int(1.5 * 4 * 16 * 40) + 3 * 4 * k * k + PAR._CHUNK_BYTES
     assert PAR.unit_memory_estimate(spec, "M_out", lean=True, source=src, layer=1) == \
         int(1.5 * 4 * 16 * 40) + 3 * 8 * k * k + PAR._CHUNK_BYTES
+
+
+def test_a_change_beyond_the_header_of_a_large_checkpoint_is_seen_by_its_modification_time(tmp_path):
+    """The identity reads a file's first MiB (its header), its size and its modification time: a weight
+    changed beyond the first MiB, in a file of the same size saved later, is recomputed, not resumed."""
+    import os
+
+    model = write_tiny(tmp_path / "big", "llama", L=1, N=256, H=4, Hkv=2, F=512)
+    f = model / "model.safetensors"
+    assert f.stat().st_size > 2 * 2**20
+    folder = tmp_path / "res"
+    before = compute_spectra(model, resume=folder)
+    st = os.stat(f)
+    raw = bytearray(f.read_bytes())
+    raw[-4] ^= 1  # the lowest mantissa bit of the last float32 weight
+    f.write_bytes(bytes(raw))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert os.stat(f).st_size == st.st_size
+    fresh = compute_spectra(model)
+    with pytest.raises(AssertionError):  # power: the one-bit change is one the spectra see
+        _same_model(before, fresh)
+    _same_model(fresh, compute_spectra(model, resume=folder))
