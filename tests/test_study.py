@@ -399,6 +399,9 @@ def test_statistic_of_every_kind_is_its_definition(target):
     assert tau.value == pytest.approx(S.kendall_tau(a, g), rel=1e-12) and tau.n_boot == 300
     assert tau.lo < tau.value < tau.hi
     assert ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 3, 300, 0.8, W=W, **kw) == tau
+    W9 = S.bootstrap_weights(ST.clusters(rows), n_boot=100, seed=9)  # resamples passed in are the ones used
+    _same_interval(ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 3, 300, 0.8, W=W9, **kw),
+                   S.kendall_interval(a, g, W9, 0.8))
     assert ST.statistic(ST.Hypothesis("T", "", "tau", "steps_taken"), rows, 4, 300, 0.8, **kw) != tau
     diff = ST.statistic(ST.Hypothesis("D", "", "diff", "steps_taken", "neg_log_n"), rows, 3, 300, 0.8, **kw)
     _same_interval(diff, ST.paired_interval(a, b, g, W, 0.8))
