@@ -472,6 +472,34 @@ def test_extreme_weights_are_scaled_in_the_lean_path_as_in_the_dense_one():
         np.testing.assert_allclose([n21, n11], [a0, b0], rtol=1e-13)
 
 
+def test_extreme_weights_whose_largest_magnitude_is_negative_are_scaled_too():
+    """The scale is set by the largest |entry|: weights of order −2⁶⁰⁰ with small positive entries are
+    scaled like any others (their squares would overflow otherwise)."""
+    from bounds_lib.devices import spectra_agree
+    from bounds_lib.spectra import _dense_spectrum
+
+    W = -np.abs(np.random.default_rng(2).standard_normal((30, 70))) * 2.0 ** 600
+    W[0, 0] = 1.0
+    s, n21, n11 = PAR._tsqr_spectrum(W, np.dtype("float64"))
+    s0, a0, b0 = _dense_spectrum(W)
+    assert np.all(np.isfinite(s)) and np.isfinite(n21) and np.isfinite(n11)
+    assert spectra_agree(s / 2.0 ** 600, s0 / 2.0 ** 600, W.shape)[0]
+    np.testing.assert_allclose([n21, n11], [a0, b0], rtol=1e-13)
+
+
+def test_the_lean_path_factors_in_the_working_precision():
+    """``--dtype float32`` factors in float32 (its rounding, ~1e-7 of σ₁, shows against float64), never
+    silently in float64; both agree with the dense SVD within their own precision's bound."""
+    from bounds_lib.devices import spectra_agree
+
+    W = np.random.default_rng(3).standard_normal((300, 40)).astype(np.float32)
+    s32 = PAR._tsqr_spectrum(W, np.dtype("float32"))[0]
+    s64 = PAR._tsqr_spectrum(W, np.dtype("float64"))[0]
+    dense = np.linalg.svd(W.astype(np.float64), compute_uv=False)
+    assert spectra_agree(s64, dense, W.shape)[0] and spectra_agree(s32, dense, W.shape, np.float32)[0]
+    assert np.max(np.abs(s32 - s64)) > 1e-10 * s64[0]
+
+
 def test_a_dense_unit_goes_lean_only_when_it_would_not_fit_the_budget():
     tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
     src = open_checkpoint(tensors, config=config)
