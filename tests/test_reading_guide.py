@@ -1,0 +1,53 @@
+"""The reading guide stays true to the book: a session for every chapter of _toc.yml, and every
+runtime and the p* = 0 count it quotes glued from the chapter that computes it (issue 32)."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = (ROOT / "book" / "reading_guide.md").read_text()
+
+
+def _chapters():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [
+        c["file"]
+        for part in toc["parts"]
+        for c in part["chapters"]
+        if c["file"].startswith("notebooks/")
+    ]
+
+
+def _sessions():
+    # "## Session k — ..." up to the next level-2 heading
+    return re.findall(r"^## Session \d+ .*?(?=^## |\Z)", GUIDE, flags=re.M | re.S)
+
+
+def test_a_session_for_every_chapter():
+    chapters = _chapters()
+    sessions = _sessions()
+    assert len(sessions) == len(chapters)
+    for ch, text in zip(chapters, sessions):
+        label = Path(ch).name
+        assert f"{{ref}}`{label}`" in text, f"no session for {label}"
+
+
+def test_every_runtime_is_glued_from_its_chapter():
+    for ch, text in zip(_chapters(), _sessions()):
+        time_line = re.search(r"^\*Time\.\*.*$", text, flags=re.M).group(0)
+        # the run time comes from the chapter's own page_seconds glue, never typed
+        assert re.search(
+            rf"\{{glue:text\}}`\.\./{re.escape(ch)}\.md::ch\d_page_seconds", time_line
+        ), time_line
+        # and no other execution time typed beside it (reading and session times are plans, in min)
+        untyped = re.sub(r"\{glue:text\}`[^`]*`", "", time_line)
+        assert not re.search(r"\d+\s*(?:s|seconds|minutes)\b", untyped), time_line
+
+
+def test_quoted_counts_are_glued():
+    # the share of p* = 0 matrices is a count from Chapter 6, not "most"
+    assert "Most matrices pick" not in GUIDE
+    assert "ch06_bert.md::ch6_n_p0" in GUIDE
+
