@@ -6,6 +6,15 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   source branch, which Colab cannot open. The Pages workflow publishes generated notebooks
   (``python book/tools/make_notebooks.py launch``) to the branch ``launch_notebooks_branch``
   (default ``notebooks``); the buttons are rewritten to ``notebooks/chXX.ipynb`` on that branch.
+* **Launch buttons only where a notebook is published.** The generator writes a launchable notebook for
+  every chapter (``notebooks/chXX_*.md``) and for nothing else; on any other page with code (the front
+  page) the Colab/Binder group is removed, so no button opens a file the ``notebooks`` branch lacks
+  (``tests/test_published_links.py`` checks every launch link of the built pages against that tree).
+* **Links to what the Pages workflow publishes.** ``[text](published:book.pdf)`` links to a file that
+  ``.github/workflows/pages.yml`` puts at the root of the published site (``book.pdf``,
+  ``student-edition.zip``): the ``published:`` scheme becomes the site's address, derived from
+  ``repository.url`` of ``_config.yml`` (``https://github.com/OWNER/REPO`` ->
+  ``https://OWNER.github.io/REPO/``), so the address stays in one place.
 * **Download button.** The executed ``.ipynb`` behind the download button is the chapter's plain
   Jupyter notebook of ``make notebooks`` (``make_notebooks.convert``: glued numbers, numbered
   statements, linked references, macros cell, install cell), made from this build's own executions
@@ -51,6 +60,17 @@ def retarget_launch_url(url: str, branch: str) -> str:
     return url
 
 
+def published_site(repository_url: str) -> str | None:
+    """The GitHub Pages address of a GitHub repository (``https://OWNER.github.io/REPO/``), or None."""
+    m = re.match(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$", repository_url or "")
+    return f"https://{m[1].lower()}.github.io/{m[2]}/" if m else None
+
+
+def launchable_pages(srcdir) -> set[str]:
+    """The pages whose notebook the generator writes (``make notebooks``): the chapters."""
+    return {f"notebooks/{p.stem}" for p in make_notebooks.chapters(Path(srcdir) / "notebooks")}
+
+
 def _walk_buttons(buttons):
     for b in buttons or []:
         yield b
@@ -74,7 +94,11 @@ def _page_context(app, pagename, templatename, context, doctree):
         scripts[:] = unique
 
     branch = app.config.launch_notebooks_branch
-    for button in _walk_buttons(context.get("header_buttons")):
+    buttons = context.get("header_buttons")
+    if buttons and pagename not in launchable_pages(app.srcdir):
+        # no generated notebook behind this page: no Colab/Binder button (the download stays)
+        buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]
+    for button in _walk_buttons(buttons):
         if button.get("type") == "link" and button.get("url"):
             button["url"] = retarget_launch_url(button["url"], branch)
 
@@ -136,6 +160,13 @@ STATIC = Path(__file__).resolve().parents[1] / "_static"  # book/_static
 
 
 def _config_inited(app, config):
+    # [text](published:book.pdf) -> the published site's book.pdf (see the module docstring)
+    site = published_site((config.html_theme_options or {}).get("repository_url", ""))
+    if site:
+        schemes = config.myst_url_schemes
+        if not isinstance(schemes, dict):
+            schemes = {s: None for s in (schemes or ("http", "https", "mailto", "ftp"))}
+        config.myst_url_schemes = {**schemes, "published": site + "{{path}}"}
     # book/_static/reader.css: fixes found on desktop and phone screenshots.
     if STATIC.is_dir() and str(STATIC) not in map(str, config.html_static_path):
         config.html_static_path = [*config.html_static_path, str(STATIC)]
