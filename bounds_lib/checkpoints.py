@@ -275,6 +275,9 @@ def _library_check(path: Path):
             pass
     except Exception as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, MemoryError) or "os error 12" in msg or "Cannot allocate memory" in msg:
+            raise MemoryError(f"{path}: not enough memory to map the file ({msg}); the file was not judged — "
+                              "raise the process's memory limit (ulimit -v, the job's memory) or free memory") from None
         raise CheckpointError(f"{path}: the safetensors library rejects the file ({msg})") from None
 
 

@@ -369,8 +369,8 @@ def run_metadata(args, extra=None) -> dict:
         "mode": args.mode,
         "logit_scale": args.logit_scale,
         "entrywise_11_norms_of_heads": args.entrywise,
-        "jobs": args.jobs or (os.cpu_count() or 1),
-        "device": args.device or "cpu",
+        "jobs": args.jobs,  # as asked (0: chosen by the library; meta.parallel says what it chose)
+        "device": _device_used(args.device),
     }
     parallel = getattr(args, "parallel", None)
     if parallel:  # how the work was spread: backend, workers and why (memory, cores), resumed units
@@ -523,13 +523,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "machine can be many times slower; 0 leaves the BLAS default)")
         sp.add_argument("--jobs", type=int, default=0,
                         help="worker processes, each decomposing one part of a layer at a time with --threads "
-                             "BLAS threads (default 0: one per CPU core, fewer if memory allows fewer; 1: in "
-                             "this process; results are identical for every value)")
+                             "BLAS threads (default 0: chosen — one per free CPU core where the work pays for "
+                             "starting them, fewer if memory allows fewer, else this process alone; 1: in this "
+                             "process; results are identical for every value)")
         sp.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                         help="dispatch the parts of the layers through this Dask distributed scheduler (extra "
                              "'grid'); the model folder must be at the same path on every worker")
         sp.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="give up when the scheduler does not answer within this many seconds (default 10)")
+                        help="give up when the scheduler does not answer, has no worker or loses all its "
+                             "workers for this many seconds (default 10)")
+        sp.add_argument("--unit-timeout", type=float, default=None, metavar="SECONDS",
+                        help="with --scheduler: give up when no part of a layer has finished for this many "
+                             "seconds (default: no limit while the cluster has workers)")
         sp.add_argument("--resume", type=Path, default=None, metavar="DIR",
                         help="store every finished part in DIR at once and reuse the parts found there (same "
                              "checkpoint, mode, dtype, device): an interrupted run resumes where it stopped")
@@ -648,6 +653,8 @@ def _check_outputs(args):
         raise _UserError(f"--jobs must be >= 0, got {args.jobs}")
     if not (math.isfinite(args.scheduler_timeout) and args.scheduler_timeout > 0):
         raise _UserError(f"--scheduler-timeout must be a positive number of seconds, got {args.scheduler_timeout:g}")
+    if args.unit_timeout is not None and not (math.isfinite(args.unit_timeout) and args.unit_timeout > 0):
+        raise _UserError(f"--unit-timeout must be a positive number of seconds, got {args.unit_timeout:g}")
     if args.resume is not None:
         if args.resume.exists() and not args.resume.is_dir():
             raise _UserError(f"--resume {args.resume}: exists and is not a folder")
@@ -723,6 +730,16 @@ def _stage_plots(out: OutputSet, folder: Path, figures: dict):
                 plt.close(fig)
 
 
+def _device_used(asked) -> str:
+    """The device the SVDs ran on (``auto`` resolved: ``cuda`` or ``cpu``)."""
+    from .devices import resolve_device
+
+    try:
+        return resolve_device(asked).name
+    except (RuntimeError, ValueError, TypeError):  # checked before the run; a device gone since then
+        return str(asked)
+
+
 def _analyze_one(model, args, label=None):
     from .scoring import ScoringOptions, score
     from .spectra import compute_spectra
@@ -735,6 +752,7 @@ def _analyze_one(model, args, label=None):
                              entrywise=args.entrywise, allow_download=True if args.allow_download else None,
                              jobs=args.jobs, download_timeout=args.download_timeout, prefix=args.prefix,
                              scheduler=args.scheduler, scheduler_timeout=args.scheduler_timeout,
+                             unit_timeout=args.unit_timeout,
                              resume=args.resume, device=args.device)
     finally:
         close_bar()

@@ -397,36 +397,40 @@ def _dispatch(configs, todo, weights_dir, jobs, scheduler, done) -> None:
     """Train ``configs[i]`` for every ``i`` in ``todo`` (in process, in ``jobs`` processes or through Dask);
     ``done(i, row)`` receives every finished row (in the order they finish)."""
     if scheduler is not None and todo:
-        try:
-            from distributed import Client, as_completed
-        except ImportError:
-            raise RuntimeError("--scheduler needs Dask distributed: pip install 'bounds_lib[grid]'") from None
-        if isinstance(scheduler, Client):
-            client = scheduler
-        else:
-            try:
-                client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError, ValueError) as e:
-                raise RuntimeError(f"cannot reach a Dask scheduler at {scheduler!r} ({e}); start one with "
-                                   f"'dask scheduler' and workers with 'dask worker ADDRESS --nthreads 1', "
-                                   f"or leave out --scheduler to train locally") from None
+        from .parallel import SCHEDULER_TIMEOUT_S, dask_client, dask_results
+
+        client, ours = dask_client(scheduler, SCHEDULER_TIMEOUT_S, what="--scheduler",
+                                   hint="leave out --scheduler to train locally")
+        futures = {}
         try:
             futures = {client.submit(_run_config_one_thread, (configs[i], weights_dir), pure=False): i
                        for i in todo}
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
+            for fut, row in dask_results(client, list(futures), timeout=SCHEDULER_TIMEOUT_S):
+                done(futures[fut], row)
+        except BaseException:
+            if futures and not ours:
+                try:
+                    client.cancel(list(futures), force=True)
+                except Exception:  # noqa: BLE001 - the error that got here is the one to report
+                    pass
+            raise
         finally:
-            if client is not scheduler:
-                client.close()
+            if ours:
+                client.close(timeout=5)
     elif jobs > 1 and len(todo) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_one_thread) as pool:
-            futures = {pool.submit(_run_config_one_thread, (configs[i], weights_dir)): i for i in todo}
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
+        from .parallel import ClusterError, process_pool
+
+        try:
+            with process_pool(jobs, initializer=_one_thread) as pool:  # stops at once on an error or a signal
+                futures = {pool.submit(_run_config_one_thread, (configs[i], weights_dir)): i for i in todo}
+                for fut in as_completed(futures):
+                    done(futures[fut], fut.result())
+        except BrokenProcessPool:
+            raise ClusterError("a training worker process died (ended by a signal — most often the kernel's "
+                               "out-of-memory killer); run with fewer --jobs") from None
     else:
         for i in todo:
             done(i, run_config(configs[i], weights_dir))

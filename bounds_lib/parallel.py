@@ -12,15 +12,21 @@ Four ways to run, the same numbers from each (bit for bit on one machine, with t
 BLAS threads: a worker uses the caller's):
 
 * **in process** (``jobs=1``): the units one after another;
-* **worker processes** (``jobs`` > 1 or 0 for one per core, a checkpoint on disk): a pool whose size
-  is chosen by cores *and* memory (:func:`choose_workers`): ``min(cores, jobs, units, available
-  memory / per-unit estimate)``; how it was chosen is recorded in ``ModelSpectra.meta["parallel"]``;
+* **worker processes** (``jobs`` > 1, or ``jobs=0`` where it pays; a checkpoint on disk): a pool whose
+  size is chosen by cores *and* memory (:func:`choose_workers`): ``min(cores, jobs, units, available
+  memory / per-unit estimate)``, the memory being the process's own cgroup's where it has a limit.
+  With ``jobs=0`` the pool is used only when :func:`plan_pool` estimates that it finishes sooner than
+  this process alone (the units' SVD flops at this machine's measured rate against a worker's measured
+  start-up): a small model such as all-MiniLM-L6-v2 is analysed in process. How it was chosen is
+  recorded in ``ModelSpectra.meta["parallel"]``. The pool stops when told (:func:`process_pool`): a
+  signal or a unit's error cancels the units not started and ends the workers, and workers die with
+  their parent;
 * **threads** (the same ``jobs``, when the weights are in memory — a state dict or a module cannot be
   reopened by a process — or a :class:`~bounds_lib.spectra.SpectraCache` is given, which lives in
   this process);
 * **Dask distributed** (``scheduler=``: an address ``tcp://host:port`` or a ``distributed.Client``):
   one task per unit; the weight files must be at the same path on every worker (a shared file
-  system). The ``resume`` folder need not be: this process stores every result it receives, and a
+  system). Every wait has a deadline (:func:`dask_client`, :func:`dask_results`). The ``resume`` folder need not be: this process stores every result it receives, and a
   worker that can reach the folder also stores its unit before returning it.
 
 A unit that would not fit the per-worker budget (:func:`memory_budget`) is computed lean
@@ -50,7 +56,9 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -78,9 +86,18 @@ __all__ = [
     "memory_budget",
     "available_memory",
     "choose_workers",
+    "unit_flops",
+    "plan_pool",
     "run_unit",
     "run_units",
+    "process_pool",
+    "dask_client",
+    "dask_results",
+    "machine_record",
+    "svd_rate",
+    "worker_start_seconds",
     "SCHEDULER_TIMEOUT_S",
+    "WORKER_START_S",
 ]
 
 #: Seconds to wait for a Dask scheduler to answer before giving up (``--scheduler-timeout``).
@@ -88,6 +105,11 @@ SCHEDULER_TIMEOUT_S = 10.0
 #: Resident memory of a worker process besides its unit (Python, NumPy, the library, a safetensors
 #: header): measured 43 MB for a spawned worker on Linux with OpenBLAS; 150 MB leaves room.
 WORKER_BASE_BYTES = 150 * 2**20
+#: Seconds a spawned worker needs before its first unit (start Python, import the library, unpickle
+#: the task), used until this machine has measured its own (:func:`worker_start_seconds`): measured
+#: 0.33 s for one worker and 0.45-0.53 s for two started at once on the 2-core reference machine
+#: (``benchmarks/bench_analyze.py --pool``).
+WORKER_START_S = 0.5
 #: Bumped whenever the stored form of a unit's results changes (old ``resume`` folders are then not read).
 _RESUME_FORMAT = 1
 MB = 2**20
@@ -182,20 +204,48 @@ def memory_budget(source: TensorSource) -> int:
     return 2 * largest + 400 * MB
 
 
-def _cgroup_memory_left():
-    """Bytes this process's cgroup may still use (v2 or v1), or ``None`` without a limit."""
-    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            limit = Path(limit_f).read_text().strip()
-            usage = int(Path(usage_f).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit == "max" or not limit.isdigit() or int(limit) >= 2**60:
-            return None
-        return max(0, int(limit) - usage)
-    return None
+def _cgroup_memory_left(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")):
+    """Bytes this process's own cgroup may still use, or ``None`` without a limit.
+
+    The cgroup is the process's (``/proc/self/cgroup``: a Slurm job step, a container, a systemd
+    slice), not the root of the hierarchy: cgroup v2 (``0::/path`` → ``memory.max``,
+    ``memory.current``) or v1 (``N:memory:/path`` → ``memory.limit_in_bytes``,
+    ``memory.usage_in_bytes``). Every ancestor's limit also binds, so the least room left along the
+    path is returned."""
+    try:
+        lines = own.read_text().splitlines()
+    except OSError:
+        lines = []
+    places = []  # (folder of the process's cgroup, limit file, usage file)
+    for line in lines:
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hid == "0" and controllers == "":
+            # the unified hierarchy: at the root, or under unified/ beside v1's controllers (hybrid)
+            base = root / "unified" if (root / "unified").is_dir() and (root / "memory").is_dir() else root
+            places.append((base / path.lstrip("/"), base, "memory.max", "memory.current"))
+        elif "memory" in controllers.split(","):
+            base = root / "memory"
+            places.append((base / path.lstrip("/"), base, "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    if not places:  # no /proc/self/cgroup: the hierarchy's root, as seen from here
+        places = [(root, root, "memory.max", "memory.current"),
+                  (root / "memory", root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+    best = None
+    for folder, top, limit_f, usage_f in places:
+        d = folder
+        while True:
+            try:
+                limit = (d / limit_f).read_text().strip()
+                usage = int((d / usage_f).read_text().strip())
+            except (OSError, ValueError):
+                limit = None
+            if limit is not None and limit.isdigit() and int(limit) < 2**60:
+                left = max(0, int(limit) - usage)
+                best = left if best is None else min(best, left)
+            if d == top or d.parent == d or top not in d.parents:
+                break
+            d = d.parent
+    return best
 
 
 def available_memory() -> tuple:
@@ -248,6 +298,140 @@ def choose_workers(jobs: int, n_units: int, per_worker_bytes: int, available=Non
     return k, why
 
 
+def unit_flops(spec: ArchitectureSpec, part, mode: str = "clean", *, entrywise: bool = False, source=None,
+               layer: int = 0) -> float:
+    """Floating-point operations of one unit, to compare the work with a worker's start-up (:func:`plan_pool`).
+
+    A dense m×n singular-value decomposition (values only, ``K = max(m, n)``, ``k = min(m, n)``) costs
+    ``4Kk² − 4k³/3`` (Golub–Kahan bidiagonalisation; Golub & Van Loan, Alg. 5.4.2). The attention part
+    in clean mode costs, per head and per group (``QK``, ``V``), two QR factorizations of N×d_h
+    (``2Nd_h²`` each) and the d_h×d_h core (``≈ 3d_h³``); with the (1,1) norms each head product is also
+    formed (``2N²d_h``); in paper mode each head's N×N product is formed and decomposed
+    (``2N²d_h + 8N³/3``). An estimate of the order, not a count: only its ratio to a measured rate is used.
+    """
+    N, H, d = spec.hidden, spec.n_heads, spec.head_dim
+    if part_kind(part) == "attention":
+        if mode == "paper":
+            per_head = 2 * N * N * d + 8 * N**3 / 3
+        else:
+            per_head = 4 * N * d * d + 3 * d**3 + (2 * N * N * d if entrywise else 0)
+        return float(2 * H * per_head)
+    m, n, _ = _ffn_size(spec, part, "float64", source, layer)
+    K, k = max(m, n), min(m, n)
+    return float(4 * K * k * k - 4 * k**3 / 3)
+
+
+_RATE: list = []  # per process: the calibrated SVD rate (flop/s), measured once
+
+
+def svd_rate() -> tuple:
+    """``(flop/s, where)``: how fast this machine decomposes — the median rate of the last runs' units
+    (:func:`machine_record`), else the best of three values-only SVDs of a
+    512×256 float64 matrix now (about 10 ms each; small matrices run slower than a model's, so this
+    errs towards the pool)."""
+    rates = machine_record().get("svd_rate", [])
+    if rates:
+        return float(np.median(rates)), f"measured on this machine (median of the last {len(rates)} runs' units)"
+    if not _RATE:
+        A = np.random.default_rng(0).standard_normal((512, 256))
+        best = math.inf
+        for _ in range(3):
+            t = time.perf_counter()
+            np.linalg.svd(A, compute_uv=False)
+            best = min(best, time.perf_counter() - t)
+        _RATE.append((4 * 512 * 256**2 - 4 * 256**3 / 3) / max(best, 1e-6))
+    return _RATE[0], "a 512×256 SVD timed now (no run measured on this machine yet)"
+
+
+def _machine_file() -> Path:
+    if os.environ.get("BOUNDS_LIB_MACHINE_RECORD"):  # another file (the tests use their own)
+        return Path(os.environ["BOUNDS_LIB_MACHINE_RECORD"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bounds-lib" / "machine.json"
+
+
+def _machine_key() -> str:
+    return f"{socket.gethostname()}/{_cores()} cores"
+
+
+def machine_record() -> dict:
+    """``{"worker_start_s": [...], "svd_rate": [...]}``: what earlier runs measured on this machine (the
+    last 10 of each; ``$XDG_CACHE_HOME/bounds-lib/machine.json`` or the file ``BOUNDS_LIB_MACHINE_RECORD``
+    names; one entry per host and core count).
+    A missing or unreadable file is an empty record (it only informs :func:`plan_pool`'s choice)."""
+    try:
+        entry = json.loads(_machine_file().read_text())[_machine_key()]
+        return {k: [float(x) for x in entry[k] if 0 < float(x) < 1e15]
+                for k in ("worker_start_s", "svd_rate") if isinstance(entry.get(k), list)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _record(**values):
+    """Append measurements to this machine's record (the last 10 of each kept); best effort, atomic."""
+    f = _machine_file()
+    try:
+        try:
+            data = json.loads(f.read_text())
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        entry = data.get(_machine_key()) if isinstance(data.get(_machine_key()), dict) else {}
+        for k, v in values.items():
+            old = entry.get(k) if isinstance(entry.get(k), list) else []
+            entry[k] = (old + [float(f"{v:.4g}")])[-10:]
+        data[_machine_key()] = entry
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, f)
+    except OSError:
+        pass
+
+
+def worker_start_seconds() -> tuple:
+    """``(seconds, where)``: a spawned worker's start-up on this machine — the median of the last pools'
+    measurements (:func:`machine_record`), else :data:`WORKER_START_S`."""
+    starts = machine_record().get("worker_start_s", [])
+    if starts:
+        return float(np.median(starts)), f"measured on this machine (median of the last {len(starts)} pools)"
+    return WORKER_START_S, "bounds_lib.parallel.WORKER_START_S (not yet measured on this machine)"
+
+
+def _busy_cores() -> float:
+    """Cores other processes keep busy: the one-minute load average (0 where the system has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: tuple | None = None,
+              busy: float | None = None) -> tuple:
+    """``(use_pool, cost)``: whether ``workers`` spawned processes finish ``flops`` of decompositions sooner
+    than this process alone. In process the work takes ``T₁ = flops / rate``; a pool takes about
+    ``s + T₁ / w`` (``s``: a worker's start-up, :func:`worker_start_seconds`; the workers start at
+    once), where ``w = min(workers, cores − busy)``, at least 1: a machine whose cores other processes
+    keep busy (``busy``: the one-minute load average) gives a pool less than its size. The pool is
+    chosen when ``s + T₁/w < T₁``. ``cost`` states every number. ``rate`` and ``start`` (each ``(value,
+    where it comes from)``) default to :func:`svd_rate` and :func:`worker_start_seconds`."""
+    rate, rate_from = svd_rate() if rate is None else rate
+    s, where = worker_start_seconds() if start is None else start
+    busy = _busy_cores() if busy is None else busy
+    free = max(1, min(workers, round(_cores() - busy)))  # the cores other processes leave to the pool
+    serial = flops / rate
+    pooled = s + serial / free
+    use = workers > 1 and pooled < serial
+    return use, {"svd_flops": flops, "svd_rate_GFLOPs": round(rate / 1e9, 2), "svd_rate_from": rate_from,
+                 "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2), "effective_workers": free,
+                 "worker_start_s": round(s, 3), "worker_start_from": where, "workers": workers,
+                 "pool_estimate_s": round(pooled, 3),
+                 "decision": (f"a pool of {workers}" if use else "in process") + (
+                     f": {pooled:.2f} s estimated with {workers} workers ({free} cores free) against "
+                     f"{serial:.2f} s in process")}
+
+
 # --------------------------------------------------------------------------------------------
 # One unit, in whatever process runs it
 # --------------------------------------------------------------------------------------------
@@ -279,6 +463,7 @@ class _Opener:
         return src
 
 
+_STARTED: list = []  # per process: whether this process has begun a unit (a worker's first one is timed)
 _OPENED: dict = {}  # per process: a worker opens each checkpoint once (headers only)
 
 
@@ -471,11 +656,15 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     worker died finds it).
     """
     t0 = time.perf_counter()
+    first = None
+    if source is None and not _STARTED:  # this worker process's first unit: when it began (for plan_pool)
+        _STARTED.append(True)
+        first = time.time()
     store = _worker_store(task)
     if store is not None:
         mats = store.load(task.key, task.layer)
         if mats is not None:
-            return {"matrices": mats, "computed": False, "stored": True}
+            return {"matrices": mats, "computed": False, "stored": True, "first_task_started": first}
     src = source if source is not None else task.opener.open()
     if task.blas_threads and source is None:  # a worker process (threads share the caller's limit)
         from threadpoolctl import threadpool_limits
@@ -485,7 +674,7 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     else:
         mats = _compute(src, task, cache)
     out = {"matrices": mats, "computed": True, "stored": False, "seconds": time.perf_counter() - t0,
-           "host": socket.gethostname(), "pid": os.getpid(), "maxrss": _maxrss_bytes()}
+           "host": socket.gethostname(), "pid": os.getpid(), "maxrss": _maxrss_bytes(), "first_task_started": first}
     if store is not None:
         try:
             store.store(task.key, task, out)
@@ -584,37 +773,185 @@ class _ResumeFolder:
 # --------------------------------------------------------------------------------------------
 
 
-def _client(scheduler, timeout):
-    """``(client, ours)``: a ``distributed.Client`` for an address (ours to close) or the one given."""
+# --------------------------------------------------------------------------------------------
+# Process pools and Dask clients that stop when told
+# --------------------------------------------------------------------------------------------
+
+#: The error of a worker process that died (the pool cannot say why; the kernel's OOM killer is the usual one).
+_WORKER_DIED = ("a worker process died before it finished its part (ended by a signal — most often the kernel's "
+                "out-of-memory killer); run with fewer workers (--jobs 1: in this process), and with --resume "
+                "DIR to keep the parts already finished")
+#: Seconds between checks of a parent's life in a worker (:func:`_worker_init`'s watchdog).
+_WATCHDOG_S = 0.5
+
+
+def _worker_init(parent_pid: int, initializer=None):
+    """Run in each spawned worker first: it dies with its parent. On Linux the kernel sends it SIGKILL when
+    the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread checks every
+    :data:`_WATCHDOG_S` s that the parent is still its parent and ends the worker otherwise (a worker
+    blocked in BLAS is still ended: ``os._exit`` does not wait for it)."""
+    import signal as _signal
+
+    if hasattr(_signal, "SIGKILL"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(_signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(_WATCHDOG_S)
+
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="bounds-lib-parent-watchdog").start()
+    if initializer is not None:
+        initializer()
+
+
+def _stop_pool(pool, grace: float = 3.0):
+    """Cancel every task not started, end the workers now (SIGTERM, SIGKILL after ``grace`` s) and return."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+@contextmanager
+def process_pool(workers: int, initializer=None):
+    """A ``ProcessPoolExecutor`` of ``workers`` spawned processes (no fork of a process that may hold threads)
+    that stops when told: on any exception in the ``with`` block — a unit's error, a signal's exception,
+    ``KeyboardInterrupt`` — the tasks not started are cancelled and the workers ended at once (the
+    executor's own exit would wait for every pending task); its workers die with this process
+    (:func:`_worker_init`). ``initializer`` (a module-level function) runs in each worker after that."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(), initializer))
+    try:
+        yield pool
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def dask_client(scheduler, timeout: float, what: str = "--scheduler", hint: str = "leave out --scheduler to run here"):
+    """``(client, ours)``: a ``distributed.Client`` for an address (ours to close) or the one given, connected
+    *and* with at least one worker within ``timeout`` seconds, else :class:`ClusterError`. The client is
+    made in a separate thread whose wait is bounded here: ``distributed.Client(timeout=…)`` alone waits
+    without end on a listener that accepts and never answers."""
     try:
         from distributed import Client
     except ImportError:
-        raise ClusterError("scheduler= (--scheduler) needs Dask distributed, which is not installed: "
+        raise ClusterError(f"{what} needs Dask distributed, which is not installed: "
                            "pip install 'bounds_lib[grid]'") from None
     if isinstance(scheduler, Client):
-        return scheduler, False
-    if not isinstance(scheduler, str) or not scheduler.strip():
-        raise TypeError(f"scheduler must be a Dask scheduler address ('tcp://host:port') or a "
-                        f"distributed.Client, got {type(scheduler).__name__} {scheduler!r}")
+        client, ours = scheduler, False
+    else:
+        if not isinstance(scheduler, str) or not scheduler.strip():
+            raise TypeError(f"scheduler must be a Dask scheduler address ('tcp://host:port') or a "
+                            f"distributed.Client, got {type(scheduler).__name__} {scheduler!r}")
+        box = {}
+
+        def connect():
+            try:
+                box["client"] = Client(scheduler, timeout=f"{timeout}s")
+            except BaseException as exc:  # noqa: BLE001 - reported below, in the caller's thread
+                box["error"] = exc
+
+        t = threading.Thread(target=connect, daemon=True, name="bounds-lib-dask-connect")
+        t.start()
+        t.join(timeout)
+        if "client" not in box:
+            exc = box.get("error")
+            why = ("it accepted the connection but did not complete Dask's handshake" if exc is None
+                   else " ".join(str(exc).split()) or type(exc).__name__)
+            raise ClusterError(f"cannot reach a Dask scheduler at {scheduler!r} within {timeout:g} s ({why}); start "
+                               "one with 'dask scheduler' and workers with 'dask worker ADDRESS --nthreads 1', or "
+                               f"{hint}")
+        client, ours = box["client"], True
+    address = scheduler if isinstance(scheduler, str) else client.scheduler.address
     try:
-        return Client(scheduler, timeout=f"{timeout}s"), True
-    except (OSError, TimeoutError, ValueError) as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        raise ClusterError(f"cannot reach a Dask scheduler at {scheduler!r} within {timeout:g} s ({why}); start one "
-                           "with 'dask scheduler' and workers with 'dask worker ADDRESS --nthreads 1', or leave out "
-                           "--scheduler to run here") from None
+        client.wait_for_workers(1, timeout=timeout)
+    except (TimeoutError, OSError):
+        if ours:
+            client.close(timeout=2)
+        raise ClusterError(f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s); "
+                           f"start some with 'dask worker {address} --nthreads 1', or {hint}") from None
+    return client, ours
+
+
+def dask_results(client, futures, *, timeout: float, unit_timeout: float | None = None):
+    """Yield each of ``futures`` with its result as it finishes, every wait bounded: when the scheduler has
+    had no worker for ``timeout`` s, or no result came for ``unit_timeout`` s (``None``: no limit while
+    workers are alive), :class:`ClusterError`. A task's own error is raised as it is."""
+    from distributed import wait
+
+    pending = set(futures)
+    last = time.monotonic()
+    alone_since = None
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=min(1.0, timeout), return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        for fut in done:
+            yield fut, fut.result()
+            last = time.monotonic()
+        if done:
+            alone_since = None
+            continue
+        now = time.monotonic()
+        if unit_timeout is not None and now - last > unit_timeout:
+            raise ClusterError(f"no result from the Dask cluster for {unit_timeout:g} s ({len(pending)} tasks "
+                               "pending): a worker is stuck or too slow (--unit-timeout)")
+        try:
+            workers = len(client.scheduler_info().get("workers", {}))
+        except Exception:  # noqa: BLE001 - an unreachable scheduler counts as having no worker
+            workers = 0
+        if workers:
+            alone_since = None
+        elif alone_since is None:
+            alone_since = now
+        elif now - alone_since > timeout:
+            raise ClusterError(f"the Dask scheduler has had no workers for {timeout:g} s with {len(pending)} tasks "
+                               "pending (they were lost or stopped); start workers or run without --scheduler")
 
 
 def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype, entrywise: bool, jobs: int = 1,
               cache=None, scheduler=None, resume=None, device=None, on_step=None,
-              scheduler_timeout: float = SCHEDULER_TIMEOUT_S) -> tuple:
+              scheduler_timeout: float = SCHEDULER_TIMEOUT_S, unit_timeout: float | None = None) -> tuple:
     """``(matrices, meta)``: the spectra of every unit of ``arch``'s layers, in unit order (see the module
-    docstring for the four ways to run and for ``resume``). ``meta`` says how it ran."""
+    docstring for the four ways to run and for ``resume``). ``meta`` says how it ran.
+
+    ``jobs=0`` chooses: worker processes (one per core, fewer if memory is short) only when
+    :func:`plan_pool` estimates that they finish sooner than this process alone; ``jobs`` > 1 asks for
+    that many (still limited by cores, memory and units). On any exception — a unit's error, a
+    signal's, ``KeyboardInterrupt`` — the units not started are cancelled and the workers ended at
+    once. With ``scheduler``, ``scheduler_timeout`` bounds the connection, the wait for a first worker
+    and any time without a worker; ``unit_timeout`` (seconds, default none) any time without a result."""
     dtype = np.dtype(dtype).name
     units = work_units(arch)
     jobs = check_scalar(jobs, "jobs (workers; 0: one per CPU core)", int, min_val=0)
     scheduler_timeout = check_scalar(scheduler_timeout, "scheduler_timeout (seconds)", float, min_val=0,
                                      include_boundaries="neither")
+    if unit_timeout is not None:
+        unit_timeout = check_scalar(unit_timeout, "unit_timeout (seconds)", float, min_val=0,
+                                    include_boundaries="neither")
     opener = _opener(source)
     if scheduler is not None and opener is None:
         raise ValueError("a Dask scheduler needs a checkpoint on disk (workers reopen it by path); weights in "
@@ -653,6 +990,7 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
                 on_step(g)
 
     peaks = {}
+    timed = [0.0, 0.0]  # flops, seconds of the units computed here or in worker processes
 
     def finished(i, res):
         if res.get("maxrss") is not None:  # each worker's peak memory so far (what the budget is about)
@@ -660,6 +998,10 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
             peaks[w] = max(peaks.get(w, 0), res["maxrss"])
         if res["computed"]:
             counts["computed"] += 1
+            if not tasks[i].lean and meta.get("backend") == "in process":  # units one after another: the rate
+                timed[0] += unit_flops(arch, tasks[i].part, mode, entrywise=entrywise, source=source,
+                                       layer=tasks[i].layer)
+                timed[1] += res["seconds"]
         else:
             counts["resumed"] += 1
         if store is not None and not res["stored"]:
@@ -670,29 +1012,41 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
                 on_step(g)
 
     if scheduler is not None:
-        client, ours = _client(scheduler, scheduler_timeout)
+        client, ours = dask_client(scheduler, scheduler_timeout, what="scheduler= (--scheduler)")
+        futures = {}
         try:
-            from distributed import as_completed
-
             meta.update(backend="dask", scheduler=str(client.scheduler.address),
                         workers=len(client.scheduler_info().get("workers", {})))
             run = os.urandom(6).hex()  # task keys unique to this call
             futures = {client.submit(run_unit, tasks[i], pure=False,
                                      key=f"bounds-lib-{run}-L{tasks[i].layer}-{_part_label(tasks[i].part)}"): i
                        for i in todo}
-            for fut in as_completed(list(futures)):
-                res = fut.result()
+            for fut, res in dask_results(client, list(futures), timeout=scheduler_timeout, unit_timeout=unit_timeout):
                 i = futures.pop(fut)
                 fut.release()  # fetched: the cluster may forget it (a worker that dies later loses nothing)
                 finished(i, res)
+        except BaseException:
+            if futures and not ours:  # a client of the caller's: its cluster stops our pending tasks
+                try:
+                    client.cancel(list(futures), force=True)
+                except Exception:  # noqa: BLE001 - the scheduler may be gone; the error that got here matters
+                    pass
+            raise
         finally:
             if ours:
-                client.close()
+                client.close(timeout=min(5.0, scheduler_timeout))  # its tasks are released with it
     else:
         if jobs == 1 or len(todo) <= 1:
             k, why = 1, {"workers": 1, "limited_by": ["jobs asked" if jobs == 1 else "units"]}
         else:
             k, why = choose_workers(jobs, len(todo), estimate)
+            if jobs == 0 and k > 1 and opener is not None and cache is None and device in (None, "cpu"):
+                # automatic: worker processes only where the work pays for starting them
+                use, why["cost"] = plan_pool(sum(unit_flops(arch, tasks[i].part, mode, entrywise=entrywise,
+                                                            source=source, layer=tasks[i].layer) for i in todo), k)
+                if not use:
+                    k = why["workers"] = 1
+                    why["limited_by"] = ["cost"]
         meta.update(chosen=why, workers=k)
         if k == 1:
             meta["backend"] = "in process"
@@ -700,19 +1054,35 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
                 finished(i, run_unit(tasks[i], source, cache))  # one unit in memory at a time
         elif opener is None or cache is not None:  # weights in memory, or a cache of this process
             meta["backend"] = "threads"
-            with ThreadPoolExecutor(max_workers=k) as pool:
-                for i, res in zip(todo, pool.map(lambda i: run_unit(tasks[i], source, cache), todo)):
-                    finished(i, res)
-        else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            meta["backend"] = "processes"
-            ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-            with ProcessPoolExecutor(max_workers=k, mp_context=ctx) as pool:
-                futures = {pool.submit(run_unit, tasks[i]): i for i in todo}
+            pool = ThreadPoolExecutor(max_workers=k)
+            try:
+                futures = {pool.submit(run_unit, tasks[i], source, cache): i for i in todo}
                 for fut in as_completed(futures):
                     finished(futures[fut], fut.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)  # the running units end with their SVD
+                raise
+            pool.shutdown(wait=True)
+        else:
+            meta["backend"] = "processes"
+            starts = []
+            t_pool = time.time()
+            try:
+                with process_pool(k) as pool:
+                    futures = {pool.submit(run_unit, tasks[i]): i for i in todo}
+                    for fut in as_completed(futures):
+                        res = fut.result()
+                        if res.get("first_task_started") is not None:
+                            starts.append(res["first_task_started"] - t_pool)
+                        finished(futures[fut], res)
+            except BrokenProcessPool:
+                raise ClusterError(_WORKER_DIED) from None
+            if starts:  # each worker's start-up, as the next automatic choice will read it
+                meta["worker_start_measured_s"] = round(float(np.median(starts)), 3)
+                _record(worker_start_s=float(np.median(starts)))
+        if device in (None, "cpu") and timed[1] > 0.05:  # the rate this process's units ran at
+            meta["svd_rate_measured_GFLOPs"] = round(timed[0] / timed[1] / 1e9, 2)
+            _record(svd_rate=timed[0] / timed[1])
     meta.update(units_computed=counts["computed"], units_resumed=counts["resumed"],
                 worker_peak_MB={w: round(b / MB, 1) for w, b in sorted(peaks.items())})
     return [m for r in results for m in r], meta

@@ -434,7 +434,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                     allow_download: bool | None = None, config=None, jobs: int = 1,
                     download_timeout: float | None = None, layers: int | None = None,
                     prefix: str | None = None, scheduler=None, resume=None, device=None,
-                    scheduler_timeout: float | None = None) -> ModelSpectra:
+                    scheduler_timeout: float | None = None, unit_timeout: float | None = None) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (Chapter 6; see the module docstring).
 
     The whole model is validated (layout, shapes) before any SVD; then each part of a layer
@@ -463,7 +463,8 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         Passed to :func:`bounds_lib.checkpoints.open_checkpoint` (downloads are off by default; the
         timeout is in seconds).
     jobs : int
-        Workers (``0``: one per CPU core; default 1: in this process). For a checkpoint on disk they
+        Workers (``0``: chosen — one per free CPU core where :func:`bounds_lib.parallel.plan_pool`
+        estimates that starting them pays, else this process; default 1: in this process). For a checkpoint on disk they
         are processes that each reopen it and read only their unit's tensors; for weights in memory,
         or with ``cache``, threads. Their number is also limited by memory
         (:func:`bounds_lib.parallel.choose_workers`; ``meta["parallel"]`` says how it was chosen).
@@ -478,7 +479,11 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         Where the dense SVDs run (``bounds_lib.devices.resolve_device``: ``"cpu"``, ``"cuda"``,
         ``"auto"``; default: NumPy on the CPU), in every unit, here and in every worker.
     scheduler_timeout : float, optional
-        Seconds to wait for the scheduler (default :data:`bounds_lib.parallel.SCHEDULER_TIMEOUT_S`).
+        Seconds to wait for the scheduler, for its first worker and at most without a worker (default
+        :data:`bounds_lib.parallel.SCHEDULER_TIMEOUT_S`).
+    unit_timeout : float, optional
+        With ``scheduler``: seconds without a finished unit before giving up (default: no limit while
+        the cluster has workers).
     layers : int, optional
         Old name of ``n_layers`` (kept for existing callers).
     prefix : str, optional
@@ -555,7 +560,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     mats, parallel = run_units(source, arch, mode=mode, dtype=dtype, entrywise=entrywise, jobs=jobs, cache=cache,
                                scheduler=scheduler, resume=resume, device=device, on_step=step,
                                scheduler_timeout=SCHEDULER_TIMEOUT_S if scheduler_timeout is None
-                               else scheduler_timeout)
+                               else scheduler_timeout, unit_timeout=unit_timeout)
     meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.storage,
             "parallel": parallel}
     return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)

@@ -1,0 +1,201 @@
+"""The default chooses a process pool only where it pays (issue 34): the cost model of
+:func:`bounds_lib.parallel.plan_pool`, the flop counts it rests on, the machine record it learns from,
+and what ``run_units`` does with them (``jobs=0`` decides; ``jobs`` > 1 forces).
+
+The speed itself is measured by ``benchmarks/bench_pool.py`` (no timed asserts here)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import bounds_lib.parallel as PAR
+from bounds_lib.checkpoints import detect_architecture, open_checkpoint
+from bounds_lib.spectra import compute_spectra
+from tiny_checkpoints import bert_encoder_weights, write_tiny_bert
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch):
+    f = tmp_path / "machine.json"
+    monkeypatch.setenv("BOUNDS_LIB_MACHINE_RECORD", str(f))
+    return f
+
+
+@pytest.fixture
+def bert_dir(tmp_path):
+    return write_tiny_bert(tmp_path / "m", hidden=32, layers=2, heads=4, intermediate=64,
+                           weights=bert_encoder_weights(hidden=32, intermediate=64, layers=2))
+
+
+# --- the cost model -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flops, workers, busy, use", [
+    (1e9, 2, 0.0, False),   # T1 = 1 s; pool 0.5 + 0.5 = 1.0 s: not sooner (strict)
+    (1.02e9, 2, 0.0, True),  # T1 = 1.02 s; pool 1.01 s
+    (4e9, 2, 1.6, False),   # a busy machine: 2 − 1.6 rounds to 0 free cores → one worker's worth
+    (4e9, 4, 2.0, True),    # 4 cores (patched), 2 busy → 2 free: 0.5 + 2 = 2.5 < 4
+    (1e12, 1, 0.0, False),  # one worker is never a pool
+])
+def test_plan_pool_is_the_stated_rule(monkeypatch, flops, workers, busy, use):
+    monkeypatch.setattr(PAR, "_cores", lambda: max(workers, 2))
+    got, cost = PAR.plan_pool(flops, workers, rate=(1e9, "given"), start=(0.5, "given"), busy=busy)
+    free = max(1, min(workers, round(max(workers, 2) - busy)))
+    assert got is use
+    assert cost["serial_estimate_s"] == pytest.approx(flops / 1e9, abs=1e-3)
+    assert cost["pool_estimate_s"] == pytest.approx(0.5 + flops / 1e9 / free, abs=1e-3)
+    assert cost["effective_workers"] == free and cost["worker_start_from"] == "given"
+    assert cost["decision"].startswith(f"a pool of {workers}" if use else "in process")
+
+
+def test_plan_pool_states_every_number_it_used():
+    _, cost = PAR.plan_pool(2e9, 2, rate=(4e9, "r"), start=(0.25, "s"), busy=0.0)
+    assert {"svd_flops", "svd_rate_GFLOPs", "svd_rate_from", "serial_estimate_s", "busy_cores", "effective_workers",
+            "worker_start_s", "worker_start_from", "workers", "pool_estimate_s", "decision"} <= set(cost)
+    assert (cost["svd_rate_GFLOPs"], cost["worker_start_s"], cost["svd_flops"]) == (4.0, 0.25, 2e9)
+
+
+def test_dense_unit_flops_are_golub_kahan(tmp_path):
+    folder = write_tiny_bert(tmp_path / "b", hidden=32, layers=1, heads=4, intermediate=96,
+                             weights=bert_encoder_weights(hidden=32, intermediate=96, layers=1))
+    src = open_checkpoint(folder)
+    spec = detect_architecture(src)
+    for part in ("M_in", "M_out"):  # 32 × 96 either way round
+        assert PAR.unit_flops(spec, part, source=src) == 4 * 96 * 32**2 - 4 * 32**3 / 3
+    N, H, d = 32, 4, 8
+    assert PAR.unit_flops(spec, "attention") == 2 * H * (4 * N * d * d + 3 * d**3)
+    assert PAR.unit_flops(spec, "attention", entrywise=True) == 2 * H * (4 * N * d * d + 3 * d**3 + 2 * N * N * d)
+    assert PAR.unit_flops(spec, "attention", mode="paper") == 2 * H * (2 * N * N * d + 8 * N**3 / 3)
+
+
+def test_gated_ffn_flops_count_both_halves(tmp_path):
+    spec = detect_architecture(open_checkpoint(_llama(tmp_path)))
+    N, F = spec.hidden, spec.d_ff
+    assert PAR.unit_flops(spec, "M_in") == 4 * (2 * F) * N**2 - 4 * N**3 / 3  # [G | U] is N × 2F
+
+
+def _llama(tmp_path):
+    from safetensors.numpy import save_file
+
+    N, H, Hk, F = 16, 4, 2, 24
+    d = N // H
+    rng = np.random.default_rng(0)
+    t = {}
+    for name, shape in (("self_attn.q_proj", (H * d, N)), ("self_attn.k_proj", (Hk * d, N)),
+                        ("self_attn.v_proj", (Hk * d, N)), ("self_attn.o_proj", (N, H * d)),
+                        ("mlp.gate_proj", (F, N)), ("mlp.up_proj", (F, N)), ("mlp.down_proj", (N, F))):
+        t[f"model.layers.0.{name}.weight"] = rng.standard_normal(shape).astype(np.float32)
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": N, "num_hidden_layers": 1, "num_attention_heads": H,
+        "num_key_value_heads": Hk, "intermediate_size": F, "hidden_act": "silu"}))
+    return folder
+
+
+# --- the machine record -------------------------------------------------------------------------
+
+
+def test_the_machine_record_keeps_the_last_ten_and_its_medians_are_used(record):
+    assert PAR.machine_record() == {}
+    assert PAR.worker_start_seconds() == (PAR.WORKER_START_S, PAR.worker_start_seconds()[1])
+    for x in range(1, 13):
+        PAR._record(worker_start_s=x / 10, svd_rate=x * 1e9)
+    r = PAR.machine_record()
+    assert r["worker_start_s"] == [x / 10 for x in range(3, 13)]
+    assert r["svd_rate"] == [x * 1e9 for x in range(3, 13)]
+    s, where = PAR.worker_start_seconds()
+    assert s == pytest.approx(np.median([x / 10 for x in range(3, 13)])) and "median of the last 10" in where
+    rate, where = PAR.svd_rate()
+    assert rate == pytest.approx(7.5e9) and "measured on this machine" in where
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '{"other/1 cores": {}}', '{"%s": {"svd_rate": "x"}}'])
+def test_a_broken_record_is_an_empty_one(record, text):
+    record.write_text(text.replace("%s", PAR._machine_key()))
+    assert PAR.machine_record() == {}
+    assert PAR.worker_start_seconds()[0] == PAR.WORKER_START_S
+    PAR._record(worker_start_s=0.7)  # and a write replaces it with a good one
+    assert PAR.machine_record()["worker_start_s"] == [0.7]
+
+
+def test_an_unwritable_record_is_not_an_error(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("BOUNDS_LIB_MACHINE_RECORD", str(tmp_path / "a-file" / "machine.json"))  # under a file
+    PAR._record(svd_rate=1e9)  # best effort: nothing raised
+    assert PAR.machine_record() == {}
+
+
+def test_without_a_record_the_rate_is_measured_now(record, monkeypatch):
+    monkeypatch.setattr(PAR, "_RATE", [])
+    rate, where = PAR.svd_rate()
+    assert 1e7 < rate < 1e13 and "timed now" in where
+    assert PAR.svd_rate()[0] == rate  # once per process
+
+
+# --- what run_units does with it ------------------------------------------------------------------
+
+
+def test_jobs_0_stays_in_process_when_the_pool_would_not_pay(bert_dir, record, monkeypatch):
+    monkeypatch.setattr(PAR, "_cores", lambda: 2)
+    monkeypatch.setattr(PAR, "_busy_cores", lambda: 0.0)
+    PAR._record(svd_rate=1e10, worker_start_s=0.5)  # a tiny model: microseconds of work against 0.5 s
+    sp = compute_spectra(bert_dir, jobs=0)
+    p = sp.meta["parallel"]
+    assert p["backend"] == "in process" and p["workers"] == 1 and p["chosen"]["limited_by"] == ["cost"]
+    assert p["chosen"]["cost"]["decision"].startswith("in process")
+    assert "svd_rate_measured_GFLOPs" not in p or p["svd_rate_measured_GFLOPs"] > 0
+
+
+@pytest.mark.skipif(PAR._cores() < 2, reason="a pool needs two cores")
+def test_jobs_0_takes_the_pool_when_it_pays_and_measures_the_start_up(bert_dir, record, monkeypatch):
+    monkeypatch.setattr(PAR, "_busy_cores", lambda: 0.0)
+    monkeypatch.setattr(PAR, "svd_rate", lambda: (1.0, "a machine that needs a second per flop"))
+    here = compute_spectra(bert_dir, jobs=1)
+    sp = compute_spectra(bert_dir, jobs=0)
+    p = sp.meta["parallel"]
+    assert p["backend"] == "processes" and p["workers"] == 2
+    assert p["chosen"]["cost"]["decision"].startswith("a pool of 2")
+    assert 0 < p["worker_start_measured_s"] < 120
+    assert PAR.machine_record()["worker_start_s"][-1] == pytest.approx(p["worker_start_measured_s"], rel=1e-3)
+    for a, b in zip(here.matrices, sp.matrices):
+        np.testing.assert_array_equal(a.sigma, b.sigma)
+
+
+@pytest.mark.skipif(PAR._cores() < 2, reason="a pool needs two cores")
+def test_jobs_2_forces_the_pool_whatever_the_cost(bert_dir, record, monkeypatch):
+    PAR._record(svd_rate=1e15, worker_start_s=100.0)  # the cost model would never choose a pool
+    p = compute_spectra(bert_dir, jobs=2).meta["parallel"]
+    assert p["backend"] == "processes" and "cost" not in p["chosen"]
+
+
+def test_an_in_process_run_records_the_rate_its_units_ran_at(bert_dir, record):
+    p = compute_spectra(bert_dir, jobs=1).meta["parallel"]
+    if "svd_rate_measured_GFLOPs" in p:  # only when the units took measurable time (> 0.05 s)
+        assert PAR.machine_record()["svd_rate"][-1] == pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01)
+    else:
+        assert PAR.machine_record().get("svd_rate", []) == []
+
+
+def test_the_rate_is_recorded_from_units_that_took_time(tmp_path, record):
+    folder = write_tiny_bert(tmp_path / "big", hidden=256, layers=2, heads=4, intermediate=2048,
+                             weights=bert_encoder_weights(hidden=256, intermediate=2048, layers=2))
+    p = compute_spectra(folder, jobs=1, entrywise=False).meta["parallel"]
+    assert p["svd_rate_measured_GFLOPs"] > 0
+    assert PAR.machine_record()["svd_rate"] == [pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01)]
+
+
+def test_the_cli_records_the_asked_jobs_and_the_choice(bert_dir, tmp_path, record):
+    from bounds_lib.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(bert_dir), "--json", str(out), "--quiet", "--no-progress"]) == 0
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["jobs"] == 0
+    chosen = meta["parallel"]["chosen"]
+    assert chosen["workers"] == meta["parallel"]["workers"]
+    if PAR._cores() > 1:
+        assert "cost" in chosen
