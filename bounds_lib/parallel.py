@@ -26,8 +26,9 @@ BLAS threads: a worker uses the caller's):
   this process);
 * **Dask distributed** (``scheduler=``: an address ``tcp://host:port`` or a ``distributed.Client``):
   one task per unit; the weight files must be at the same path on every worker (a shared file
-  system). Every wait has a deadline (:func:`dask_client`, :func:`dask_results`). The ``resume`` folder need not be: this process stores every result it receives, and a
-  worker that can reach the folder also stores its unit before returning it.
+  system). Every wait has a deadline (:func:`dask_client`, :func:`dask_results`). The ``resume``
+  folder need not be: this process stores every result it receives, and a worker that can reach the
+  folder also stores its unit before returning it.
 
 A unit that would not fit the per-worker budget (:func:`memory_budget`) is computed lean
 (:func:`lean_unit`): a feed-forward matrix by TSQR from its stored precision, the attention part in
