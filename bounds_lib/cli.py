@@ -54,8 +54,10 @@ PROG = "bounds-lib"
 def _progress_bar(label: str, enabled: bool):
     """A :mod:`tqdm` bar on stderr, driven by ``compute_spectra``'s ``progress(done, total)`` callback.
 
-    Returns ``(callback, close)``; nothing is shown when ``enabled`` is false.
+    Returns ``(callback, close)``; nothing is shown (and tqdm is not imported) when ``enabled`` is false.
     """
+    if not enabled:
+        return (lambda done, total: None), (lambda: None)
     from tqdm import tqdm
 
     bar = tqdm(desc=label, total=None, file=sys.stderr, disable=not enabled, unit=" groups", leave=True)
@@ -342,12 +344,17 @@ def _unlink_quietly(path):
 
 def run_metadata(args, extra=None) -> dict:
     """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import numpy
-    import scipy
 
     import bounds_lib
 
-    versions = {"bounds_lib": bounds_lib.__version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
+    try:
+        scipy_version = version("scipy")  # without importing scipy (the analysis may not need it)
+    except PackageNotFoundError:  # pragma: no cover - scipy is a dependency
+        scipy_version = "?"
+    versions = {"bounds_lib": bounds_lib.__version__, "numpy": numpy.__version__, "scipy": scipy_version,
                 "python": platform.python_version()}
     for mod in ("torch", "transformers", "safetensors", "huggingface_hub"):
         if mod in sys.modules:

@@ -36,9 +36,10 @@ two halves (``QK``, then ``V``). A script that calls this with ``jobs`` > 1 need
 ``if __name__ == "__main__":`` guard of ``multiprocessing`` (workers are spawned).
 
 Resuming (``resume=DIR``): each finished unit is written to ``DIR`` at once (atomically) under a key of
-the checkpoint's identity (every weight file's name, size, modification time and header; the tensor
-bytes for weights in memory), the layer, the part, the mode, the dtype, the (1,1)-norm switch, the
-device and the lean choice (not the number of layers: a prefix run's units serve the whole model).
+what its numbers depend on (:func:`_unit_key`): the bytes of the tensors it reads, the layer, the part,
+the mode, the dtype, the (1,1)-norm switch, the device, the lean choice and the layout — not the file's
+times, not the activation, not the number of layers (a prefix run's units serve the whole model). Each
+entry names its key and unit and is checked when it is loaded (a file copied over another is recomputed).
 A later call with the same ``DIR`` loads the units found there instead of computing them —
 after an interrupted run, or a cluster that lost its workers. Within one Dask run a result is
 fetched as soon as it is finished and released on the cluster, so a worker that dies afterwards
@@ -58,7 +59,6 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,7 +112,7 @@ WORKER_BASE_BYTES = 150 * 2**20
 #: (``benchmarks/bench_analyze.py --pool``).
 WORKER_START_S = 0.5
 #: Bumped whenever the stored form of a unit's results changes (old ``resume`` folders are then not read).
-_RESUME_FORMAT = 1
+_RESUME_FORMAT = 2  # 2: keyed by content; each entry names its key and unit
 MB = 2**20
 
 
@@ -663,7 +663,7 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
         first = time.time()
     store = _worker_store(task)
     if store is not None:
-        mats = store.load(task.key, task.layer)
+        mats = store.load(task.key, task.layer, task.part)
         if mats is not None:
             return {"matrices": mats, "computed": False, "stored": True, "first_task_started": first}
     src = source if source is not None else task.opener.open()
@@ -707,16 +707,27 @@ def _checkpoint_identity(source: TensorSource) -> str:
     return h.hexdigest()
 
 
-def _unit_key(identity, source, task: UnitTask) -> str:
+#: Fields of the layout a unit's numbers do not depend on (the activation enters only the scores' L_φ;
+#: the number of layers only says how many units there are).
+_KEY_IGNORES = ("activation", "n_layers")
+
+
+def _unit_key(source, task: UnitTask) -> str:
+    """The resume key of a unit: a digest of what its numbers depend on and nothing else — the bytes,
+    names, shapes and stored dtypes of the tensors the unit reads, the layer and part, the extraction
+    settings (mode, dtype, the (1,1)-norm switch, device, lean choice and block size) and the layout
+    (family, prefix, sizes, head split; not the activation). A checkpoint re-saved, copied with its
+    times kept, or replaced by another fine-tune at the same path keys by its content."""
     h = hashlib.blake2b(digest_size=20)
-    h.update(repr((_RESUME_FORMAT, identity, task.layer, _part_label(task.part), task.mode, task.dtype,
-                   task.entrywise, task.device or "cpu", task.lean, task.chunk_bytes,
-                   {**task.arch.to_dict(), "n_layers": None})).encode())  # a prefix run's parts serve the whole
-    if identity is None:  # weights in memory: the bytes of the unit's tensors are their identity
-        for name in part_tensor_names(task.arch, task.layer, task.part).values():
-            A = np.ascontiguousarray(source.read_raw(name))
-            h.update(repr((name, A.shape, A.dtype.str)).encode())
-            h.update(A.view(np.uint8).reshape(-1))
+    layout = {k: v for k, v in task.arch.to_dict().items() if k not in _KEY_IGNORES}
+    h.update(repr((_RESUME_FORMAT, task.layer, _part_label(task.part), task.mode, task.dtype, task.entrywise,
+                   task.device or "cpu", task.lean, task.chunk_bytes, sorted(layout.items()))).encode())
+    for role, name in sorted(part_tensor_names(task.arch, task.layer, task.part).items()):
+        A = np.ascontiguousarray(source.read_raw(name))
+        h.update(repr((role, name, tuple(source.shape(name)), str(source.dtype(name)), A.shape,
+                       A.dtype.str)).encode())
+        h.update(A.view(np.uint8).reshape(-1))
+        del A
     return h.hexdigest()
 
 
@@ -732,12 +743,15 @@ class _ResumeFolder:
         if not os.access(self.folder / "units", os.W_OK):
             raise ValueError(f"resume folder {self.folder}: is not writable")
         self._lock = threading.Lock()
+        self.mismatched = []
 
     def _path(self, key):
         return self.folder / "units" / f"{key}.npz"
 
-    def load(self, key, layer):
-        """The stored matrices of unit ``key``, or ``None`` (absent or unreadable: then recomputed)."""
+    def load(self, key, layer, part=None):
+        """The stored matrices of unit ``key``, or ``None``: absent, unreadable, of an older format, or an
+        entry that names another key or unit (a file copied over another) — then the unit is recomputed
+        (and rewritten); a mismatch is also listed in ``self.mismatched``."""
         from .spectra import MatrixSpectrum
 
         p = self._path(key)
@@ -745,13 +759,24 @@ class _ResumeFolder:
             return None
         try:
             with np.load(p, allow_pickle=False) as z:
+                entry = json.loads(str(z["entry"]))
+                want = {"format": _RESUME_FORMAT, "key": key, "layer": layer,
+                        "part": None if part is None else _part_label(part)}
+                got = {k: entry.get(k) for k in want}
+                if part is None:
+                    got["part"] = None
+                if got != want:
+                    self.mismatched.append(f"layer {layer} {want['part']}: the stored entry {p.name} holds "
+                                           f"layer {entry.get('layer')} {entry.get('part')} (key "
+                                           f"{str(entry.get('key'))[:12]}…); recomputed")
+                    return None
                 meta = json.loads(str(z["meta"]))
                 norms = z["norms"]
                 return [MatrixSpectrum(layer, m["head"], m["matrix_type"], tuple(m["shape"]), z[f"sigma{i}"],
                                        float(norms[i, 0]), float(norms[i, 1]),
                                        **({} if m.get("expert") is None else {"expert": m["expert"]}))
                         for i, m in enumerate(meta)]
-        except Exception:  # a damaged file is recomputed (and rewritten), never trusted
+        except Exception:  # a damaged or old-format file is recomputed (and rewritten), never trusted
             return None
 
     def store(self, key, task: UnitTask, res: dict):
@@ -760,8 +785,9 @@ class _ResumeFolder:
                  "expert": getattr(m, "expert", None)} for m in mats]
         arrays = {f"sigma{i}": np.asarray(m.sigma) for i, m in enumerate(mats)}
         norms = np.array([[m.norm_21, m.norm_11] for m in mats], dtype=np.float64).reshape(-1, 2)
+        entry = {"format": _RESUME_FORMAT, "key": key, "layer": task.layer, "part": _part_label(task.part)}
         tmp = self.folder / "units" / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp.npz"
-        np.savez(tmp, meta=np.array(json.dumps(meta)), norms=norms, **arrays)
+        np.savez(tmp, entry=np.array(json.dumps(entry)), meta=np.array(json.dumps(meta)), norms=norms, **arrays)
         os.replace(tmp, self._path(key))
         line = {"layer": task.layer, "part": _part_label(task.part), "key": key, "host": res.get("host"),
                 "pid": res.get("pid"), "seconds": round(res.get("seconds", 0.0), 4), "maxrss": res.get("maxrss")}
@@ -960,7 +986,6 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
     if scheduler is not None and cache is not None:
         raise ValueError("cache= keeps spectra in this process; it cannot be combined with scheduler=")
     store = None if resume is None else _ResumeFolder(resume)
-    identity = opener.identity if (store is not None and opener is not None) else None
     threads = _blas_threads()
     tasks = []
     budget = memory_budget(source)
@@ -969,7 +994,7 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
         t = UnitTask(opener, arch, layer, part, mode, dtype, entrywise, device, threads, lean=lean,
                      chunk_bytes=_CHUNK_BYTES)
         if store is not None:
-            t = replace(t, resume=str(store.folder.resolve()), key=_unit_key(identity, source, t))
+            t = replace(t, resume=str(store.folder.resolve()), key=_unit_key(source, t))
         tasks.append(t)
     estimate = WORKER_BASE_BYTES + max(
         unit_memory_estimate(arch, t.part, dtype, entrywise=entrywise, mode=mode, lean=t.lean, source=source,
@@ -981,9 +1006,15 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
     todo = list(range(len(units)))
     if store is not None:
         for i in todo:
-            results[i] = store.load(tasks[i].key, tasks[i].layer)
+            results[i] = store.load(tasks[i].key, tasks[i].layer, tasks[i].part)
         todo = [i for i in todo if results[i] is None]
         meta["resume_folder"] = str(store.folder)
+        if store.mismatched:  # entries that name another unit: recomputed, and said so
+            meta["resume_entries_mismatched"] = list(store.mismatched)
+            import warnings
+
+            for line in store.mismatched:
+                warnings.warn(f"--resume {store.folder}: {line}", stacklevel=2)
     counts = {"computed": 0, "resumed": len(units) - len(todo)}
     for i in range(len(units)):
         if results[i] is not None and on_step:  # resumed units count as done
@@ -1068,6 +1099,8 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
             meta["backend"] = "processes"
             starts = []
             t_pool = time.time()
+            from concurrent.futures.process import BrokenProcessPool  # (imports multiprocessing: only here)
+
             try:
                 with process_pool(k) as pool:
                     futures = {pool.submit(run_unit, tasks[i]): i for i in todo}
