@@ -127,6 +127,27 @@ def test_a_sigkilled_parent_leaves_no_live_worker(slow_dir, tmp_path):
     assert _wait(lambda: not any(_alive(w) for w in workers), 5), "workers outlived their SIGKILLed parent"
 
 
+@needs_two
+def test_a_worker_sigkilled_mid_run_is_one_clear_error_and_nothing_written(slow_dir, tmp_path):
+    """As the kernel's OOM killer ends a worker: the run stops with one line naming the likely cause, exit 1,
+    the other worker ended, no report written."""
+    log, out = tmp_path / "units.jsonl", tmp_path / "r.json"
+    p = _start([slow_dir, "--jobs", "2", "--json", out], log)
+    try:
+        assert _wait(lambda: len(_lines(log)) >= 1, 300), "no unit finished"
+        workers = _children(p.pid)
+        victim = max(workers)  # a worker (the resource tracker starts first, with the lowest pid)
+        os.kill(victim, signal.SIGKILL)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "a worker process died" in lines[0] and "out-of-memory" in lines[0], err
+    assert not out.exists()
+    assert _wait(lambda: not any(_alive(w) for w in workers), 5)
+
+
 def test_the_watchdog_alone_ends_a_worker_whose_parent_died(tmp_path):
     """Without the kernel's parent-death signal (prctl disabled here), the watchdog thread ends the worker."""
     pidfile = tmp_path / "child.pid"
