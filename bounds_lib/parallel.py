@@ -36,7 +36,7 @@ two halves (``QK``, then ``V``). A script that calls this with ``jobs`` > 1 need
 ``if __name__ == "__main__":`` guard of ``multiprocessing`` (workers are spawned).
 
 Resuming (``resume=DIR``): each finished unit is written to ``DIR`` at once (atomically) under a key of
-what its numbers depend on (:func:`_unit_key`): the bytes of the tensors it reads, the layer, the part,
+what its numbers depend on: the bytes of the tensors it reads, the layer, the part,
 the mode, the dtype, the (1,1)-norm switch, the device, the lean choice and the layout — not the file's
 times, not the activation, not the number of layers (a prefix run's units serve the whole model). Each
 entry names its key and unit and is checked when it is loaded (a file copied over another is recomputed).
@@ -886,7 +886,7 @@ def process_pool(workers: int, initializer=None):
     that stops when told: on any exception in the ``with`` block — a unit's error, a signal's exception,
     ``KeyboardInterrupt`` — the tasks not started are cancelled and the workers ended at once (the
     executor's own exit would wait for every pending task); its workers die with this process
-    (:func:`_worker_init`). ``initializer`` (a module-level function) runs in each worker after that."""
+    (a parent-death signal and a watchdog thread). ``initializer`` (a module-level function) runs in each worker after that."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
