@@ -886,7 +886,8 @@ def process_pool(workers: int, initializer=None):
     that stops when told: on any exception in the ``with`` block — a unit's error, a signal's exception,
     ``KeyboardInterrupt`` — the tasks not started are cancelled and the workers ended at once (the
     executor's own exit would wait for every pending task); its workers die with this process
-    (a parent-death signal and a watchdog thread). ``initializer`` (a module-level function) runs in each worker after that."""
+    (a parent-death signal and a watchdog thread). ``initializer`` (a module-level function) runs in
+    each worker after that."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
