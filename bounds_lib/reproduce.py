@@ -369,26 +369,16 @@ def _row_spec(text: str) -> tuple:
     return name, int(index)
 
 
-def main(argv=None) -> int:
-    """``python -m bounds_lib.reproduce``: regenerate committed rows on this machine and compare them.
+def _rows_to_do(args, ap) -> list:
+    """``[(results, index, committed row)]`` that ``main`` regenerates, each configuration checked.
 
-    ``check`` (default) regenerates the reference rows, prints one line per row and exits 1 if one is
-    not reproduced within the tolerance; ``regenerate --rows RESULTS:INDEX …`` prints the regenerated
-    rows as JSON (what ``benchmarks/cpu_spread.py`` collects under each CPU code path).
+    Raises :class:`ValueError` (:class:`~bounds_lib.results.ResultsError` included) for a committed file
+    that is corrupted or edited, a row that is not the one the tolerance was measured on, or a
+    configuration :class:`~bounds_lib.training.TrainConfig` refuses — before anything trains.
     """
     from .results import RESULTS_FILES, load_results
+    from .training import TrainConfig
 
-    ap = argparse.ArgumentParser(prog="python -m bounds_lib.reproduce",
-                                 description="Regenerate committed results rows on this machine.")
-    ap.add_argument("action", nargs="?", choices=("check", "regenerate"), default="check")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the grids ran)")
-    ap.add_argument("--rows", nargs="+", type=_row_spec, default=None, metavar="RESULTS:INDEX",
-                    help="rows to regenerate (regenerate only; default: the reference rows)")
-    args = ap.parse_args(argv)
-    if args.threads < 1:
-        ap.error(f"--threads must be >= 1, got {args.threads}")
-    if args.action == "check" and args.rows:
-        ap.error("--rows goes with regenerate; check always uses the reference rows")
     if args.rows:
         for name, i in args.rows:
             if name not in RESULTS_FILES:
@@ -404,6 +394,40 @@ def main(argv=None) -> int:
         for name in dict.fromkeys(r["results"] for r in entries):
             indices = [r["index"] for r in entries if r["results"] == name]
             todo += [(name, i, row) for i, row in zip(indices, reference_rows(name))]
+    for name, i, row in todo:  # every configuration is checked before the first one trains
+        config = row["config"]
+        if not isinstance(config, dict):
+            raise ValueError(f"results {name!r} row {i}: 'config' must be an object, got {type(config).__name__}")
+        try:
+            TrainConfig(**config)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"results {name!r} row {i}: its configuration cannot be trained ({exc})") from None
+    return todo
+
+
+def main(argv=None) -> int:
+    """``python -m bounds_lib.reproduce``: regenerate committed rows on this machine and compare them.
+
+    ``check`` (default) regenerates the reference rows, prints one line per row and exits 1 if one is
+    not reproduced within the tolerance; ``regenerate --rows RESULTS:INDEX …`` prints the regenerated
+    rows as JSON (what ``benchmarks/cpu_spread.py`` collects under each CPU code path).
+    """
+    ap = argparse.ArgumentParser(prog="python -m bounds_lib.reproduce",
+                                 description="Regenerate committed results rows on this machine.")
+    ap.add_argument("action", nargs="?", choices=("check", "regenerate"), default="check")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the grids ran)")
+    ap.add_argument("--rows", nargs="+", type=_row_spec, default=None, metavar="RESULTS:INDEX",
+                    help="rows to regenerate (regenerate only; default: the reference rows)")
+    args = ap.parse_args(argv)
+    if args.threads < 1:
+        ap.error(f"--threads must be >= 1, got {args.threads}")
+    if args.action == "check" and args.rows:
+        ap.error("--rows goes with regenerate; check always uses the reference rows")
+    try:
+        todo = _rows_to_do(args, ap)
+    except (ValueError, TypeError) as exc:  # ResultsError included: a committed file edited or corrupted
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 1
     out, bad = [], 0
     for name, i, row in todo:
         fresh = regenerate(row, args.threads)

@@ -58,6 +58,24 @@ class ResultsError(ValueError):
     """A results file that is not a complete results file of this library's format."""
 
 
+#: The largest results file :func:`read_results` reads (the committed ones are below 2 MB).
+MAX_RESULTS_BYTES = 256 * 2**20
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs):
+    """``object_pairs_hook``: a repeated key is refused (a plain ``dict`` keeps the last one silently)."""
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise _DuplicateKey(k)
+        d[k] = v
+    return d
+
+
 _ROW_KEYS = ("config", "train_error", "test_error", "gap_error", "gap_loss", "proxies", "seconds")
 
 
@@ -107,7 +125,7 @@ def check_results(data, source: str = "results") -> dict:
         if missing:
             raise ResultsError(f"{source}: row {i} lacks the proxies {', '.join(missing)}")
         vals = [r[k] for k in _ROW_KEYS[1:4]] + [r["proxies"][k] for k in PROXY_NAMES]
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
             raise ResultsError(f"{source}: row {i} holds a non-finite or non-numeric measurement")
     return data
 
@@ -127,9 +145,15 @@ def read_results(path, allow_partial: bool = False) -> dict:
 
     path = pathlib.Path(path)
     try:
-        text = path.read_text()
+        size = path.stat().st_size
+        if size > MAX_RESULTS_BYTES:
+            raise ResultsError(f"{path}: {size} bytes, more than a results file holds (at most "
+                               f"{MAX_RESULTS_BYTES} bytes; the committed ones are below 2 MB)")
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise ResultsError(f"{path}: cannot read the results file ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path}: corrupted results file, not UTF-8 text") from None
     if path.name.endswith(".jsonl"):
         if not allow_partial:
             raise ResultsError(f"{path}: a progress file of an unfinished grid, not a results file")
@@ -139,9 +163,13 @@ def read_results(path, allow_partial: bool = False) -> dict:
             raise ResultsError(f"{path}: corrupted progress file (line {e.lineno}: {e.msg})") from None
         return {"metadata": {"schema": RESULTS_SCHEMA, "partial": True}, "rows": rows}
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: corrupted results file, not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: corrupted results file, nested too deeply to be a results file") from None
+    except _DuplicateKey as e:
+        raise ResultsError(f"{path}: corrupted results file, an object names {e.args[0]!r} twice") from None
     return check_results(data, str(path))
 
 
