@@ -77,6 +77,7 @@ experts fused and ViT's projections renamed in memory; ``_saved_state_dict``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -487,8 +488,28 @@ class StateDictSource(_MappingSource):
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?")
 
 
+def _broken_link(path: Path) -> str | None:
+    """Why ``path`` is a symbolic link that cannot be followed (a loop, a missing target), or ``None``."""
+    if not os.path.islink(path) or os.path.exists(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link that loops back on itself (too many levels of symbolic links)"
+        return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+    return None  # pragma: no cover - raced: the link was fixed between the two calls
+
+
+def _refuse_broken_link(path: Path, what: str):
+    reason = _broken_link(path)
+    if reason:
+        raise CheckpointError(f"{path}: {what} {reason}; point it at a real file or remove it")
+
+
 def _load_config(directory: Path) -> dict:
     cfg = directory / "config.json"
+    _refuse_broken_link(cfg, "config.json")
     if not cfg.is_file():
         raise CheckpointError(f"{directory}: no config.json (a model directory needs config.json next to "
                               "its weights)")
@@ -510,7 +531,12 @@ def _shard_path(directory: Path, index: Path, shard) -> Path:
     """
     if not isinstance(shard, str) or not shard:
         raise CheckpointError(f"{index}: weight_map values must be shard file names (strings), got {shard!r}")
+    if "\0" in shard:
+        raise CheckpointError(f"{index}: shard path {shard!r} contains a NUL character (only file names inside "
+                              "the folder are allowed)")
     pure = PurePosixPath(shard.replace("\\", "/"))
+    if not pure.parts:
+        raise CheckpointError(f"{index}: shard path {shard!r} names the model folder itself, not a file in it")
     if pure.is_absolute() or PureWindowsPath(shard).is_absolute() or PureWindowsPath(shard).drive \
             or ".." in pure.parts:
         raise CheckpointError(f"{index}: shard path {shard!r} leaves the model folder (only file names "
@@ -542,9 +568,11 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 def _sharded(directory: Path, index: Path, cls, config: dict, desc: str) -> TensorSource:
     weight_map = _read_weight_map(directory, index)
     shards = sorted(set(weight_map.values()))
-    missing = [s for s in shards if not s.is_file()]
-    if missing:
-        raise CheckpointError(f"{index}: shard {missing[0].name} listed in the index is missing")
+    for s in shards:
+        if not s.is_file():
+            name = os.fspath(s.relative_to(directory))
+            reason = _broken_link(s) or ("is not a regular file" if os.path.lexists(s) else "is missing")
+            raise CheckpointError(f"{index}: shard {name} listed in the index {reason}")
     return cls(shards, config, desc, weight_map=weight_map)
 
 
@@ -580,9 +608,13 @@ def _choose_weights(directory: Path, config: dict) -> tuple[str, type]:
                                   "not a file of the model folder")
         return os.fspath(path.relative_to(directory)), SafetensorsSource
     for name in WEIGHT_FILES:
+        _refuse_broken_link(directory / name, "the weight file")
         if (directory / name).is_file():
             return name, (SafetensorsSource if "safetensors" in name else TorchBinSource)
-    if any(directory.glob("*.safetensors")):
+    found = sorted(directory.glob("*.safetensors"))
+    for path in found:
+        _refuse_broken_link(path, "the weight file")
+    if found:
         return "*.safetensors", SafetensorsSource
     raise CheckpointError(f"{directory}: no weights found (expected model.safetensors, a sharded "
                           "model.safetensors.index.json, or pytorch_model.bin)")
@@ -827,6 +859,9 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
             raise CheckpointError(f"{path}: is a file; pass the model directory that holds config.json and "
                                   "the weights")
         return _open_directory(path)
+    reason = _broken_link(path)
+    if reason:
+        raise CheckpointError(f"{path}: the model folder {reason}")
     looks_like_path = text.startswith((".", "/", "~")) or text.count("/") > 1 or os.sep in text.replace("/", "")
     if looks_like_path or not _HUB_ID.fullmatch(text):
         raise CheckpointError(f"{text}: no such model directory")
@@ -1070,6 +1105,11 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
         raise CheckpointError(f"{source.description}: unsupported architecture {model_type!r}; supported "
                               "model types: " + ", ".join(SUPPORTED_MODEL_TYPES))
     desc = source.description
+    # the tensor names first: a config whose model_type lies about the weights is named as such, not as
+    # a size the other family's config lacks
+    stack, roles = _ROLES[family]
+    first = next(iter(roles.values()))
+    stack_prefix = _stack_prefix(source, stack, first, model_type, prefix)
     # absent keys take transformers' config defaults; a key present with a falsy value (0, "") is
     # validated, never replaced by the default (transformers tests ``is None``, not truth)
     hd, E = None, 0
@@ -1116,11 +1156,9 @@ def detect_architecture(source: TensorSource, *, allow_extra_layers: bool = Fals
     if H % Hk:
         raise CheckpointError(f"{source.description}: {Hk} key/value heads do not divide {H} query heads")
 
-    stack, roles = _ROLES[family]
-    first = next(iter(roles.values()))
     spec = ArchitectureSpec(family=family, model_type=str(model_type), n_layers=L, hidden=N, n_heads=H,
                             n_kv_heads=Hk, head_dim=hd, d_ff=F, activation=act,
-                            prefix=_stack_prefix(source, stack, first, model_type, prefix),
+                            prefix=stack_prefix,
                             gated_ffn=family in _GATED, n_experts=E)
     extra = f"{spec.prefix}{stack}.{L}.{first}"
     if extra in source and not allow_extra_layers:
