@@ -54,6 +54,7 @@ model.safetensors.index.json → itself              error: loops              e
 config.json → itself                               error: loops              "no config.json"                fixed
 pytorch_model.bin → itself                         error: loops              "no weights found"              fixed
 model folder → itself; a loop of two               error: loops              "no such model directory"       fixed
+model.safetensors → a missing file                 error: names the target   bare "[Errno 2] No such file"   fixed
 stray looping *.safetensors next to the model      accepted, same number     accepted                        same
 **Tampered results file → reproduce** (TAMPERED)
 row lacks a field / config / proxies; NaN; "1.0"   one line, exit 1          ResultsError traceback          fixed
@@ -373,12 +374,13 @@ OUTSIDE = {
 }
 
 
-def _loop(name, *, via=None, make=write_model):
-    """``make(d)``, then ``d/name`` replaced by a link to itself (or to ``via``, which links back)."""
+def _loop(name, *, via=None, make=write_model, target=None):
+    """``make(d)``, then ``d/name`` replaced by a link to itself (or to ``via``, which links back; or to
+    ``target``, which does not exist)."""
     def prepare(d):
         make(d)
         (d / name).unlink()
-        (d / name).symlink_to(via or name)
+        (d / name).symlink_to(target or via or name)
         if via:
             (d / via).symlink_to(name)
         return d
@@ -410,6 +412,9 @@ LOOPS = {
     "config.json -> itself": (_loop("config.json"), f"config.json: config.json {LOOP}"),
     "model.safetensors -> pytorch_model.bin -> back": (_loop("model.safetensors", via="pytorch_model.bin"),
                                     f"model.safetensors: the weight file {LOOP}"),
+    "model.safetensors -> a missing file": (_loop("model.safetensors", via=None, target="gone.safetensors"),
+                                            "model.safetensors: the weight file is a symbolic link to "
+                                            "'gone.safetensors', which does not exist"),
     "model folder -> itself": (_folder_loop, f"the model folder {LOOP}"),
     "model folder -> other -> folder": (_folder_loop2, f"the model folder {LOOP}"),
 }
