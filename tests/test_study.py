@@ -652,6 +652,57 @@ def test_conditional_mi_permutation_p_value_edges():
     assert math.isnan(K) and S_min is None and math.isnan(p)
 
 
+def test_conditional_mi_p_value_is_the_share_of_the_seeded_permutations_and_k_defaults_to_one():
+    """The permutation null is the generator ``seed``'s permutations of the measure, in order (recomputed here
+    from ``default_rng(seed)``): the p-value of each seed is reproducible, not one draw of many; and without
+    ``k`` the conditioning sets are the single axes (``k = 1``)."""
+    rng = np.random.default_rng(13)
+    rows = [{"config": {"L": L, "N": N}, "gap_error": rng.normal()} for L in (1, 2) for N in (1, 2) for _ in range(4)]
+    noise = rng.normal(size=len(rows))  # unrelated to the gap: p-values spread over seeds (0.1 to 0.2 here)
+    for seed in (0, 1, 2, 3):
+        K, S_min, p = ST.conditional_mi(rows, noise, axes=("L", "N"), k=1, n_perm=29, seed=seed)
+        perm = np.random.default_rng(seed)
+        null = [ST.conditional_mi(rows, perm.permutation(noise), axes=("L", "N"), k=1)[0] for _ in range(29)]
+        assert p == (1 + sum(v >= K for v in null)) / 30, seed
+    K, S_min, p = ST.conditional_mi(rows, noise, axes=("L", "N"))
+    assert (K, S_min) == ST.conditional_mi(rows, noise, axes=("L", "N"), k=1)[:2] and len(S_min) == 1
+
+
+def test_conditional_mi_raises_no_warning_on_empty_cells_or_a_gap_fixed_by_the_conditioning():
+    """Empty cells (0·log 0) and a conditioning set on which the gap's order is fixed (H = 0: NaN for that
+    set, not 0/0) are handled without a NumPy warning, in the score and in its permutation null."""
+    import warnings
+
+    rng = np.random.default_rng(14)
+    rows = [{"config": {"L": L, "N": N}, "gap_error": float(L) + 0.01 * rng.normal()}   # L fixes the gap's order
+            for L in (1, 2) for N in (1, 2, 3) for _ in range(3)]
+    m = rng.normal(size=len(rows))
+    ordered = [{"config": {"L": 1}, "gap_error": float(i)} for i in range(6)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        K, S_min, p = ST.conditional_mi(rows, m, axes=("L", "N"), k=1, n_perm=5)
+        assert np.isfinite(K) and S_min == ("N",) and 0 < p <= 1
+        K, S_min, p = ST.conditional_mi(ordered, rng.normal(size=6), axes=("L",), k=1)
+        assert math.isnan(K) and S_min is None
+
+
+def test_statistic_and_seed_sweep_default_to_seed_0_and_1000_resamples():
+    """The pre-registered defaults: bootstrap seed 0 and 1000 resamples (recorded in the interval)."""
+    rows = _study_rows()
+    h = ST.Hypothesis("T", "", "tau", "steps_taken")
+    iv = ST.statistic(h, rows)
+    assert iv.n_boot == 1000 and iv == ST.statistic(h, rows, 0, 1000)
+    assert ST.seed_sweep(h, rows, seeds=(0,)).intervals == (iv,)
+
+
+def test_spectral_complexity_is_computed_in_float64_whatever_the_input_precision():
+    """float32 spectra (a float32 checkpoint's) give the complexity of their values in float64, to the bit."""
+    s1 = np.array([3.1, 2.7, 1.3], dtype=np.float32)
+    n21 = np.array([5.9, 4.1, 2.2], dtype=np.float32)
+    ref = ST.spectral_complexity([float(x) for x in s1], [float(x) for x in n21], 1.7)
+    assert ST.spectral_complexity(s1, n21, 1.7) == ref
+
+
 def test_verdict_rows_format_every_hypothesis():
     """One row per pre-registered hypothesis: the seed-0 interval, the widest over seeds, the Monte Carlo sd of
     the endpoints, the seeds with the claimed sign and the verdict; 2 decimals, or 4 where an endpoint that is
