@@ -217,6 +217,32 @@ def test_the_pool_size_is_the_smallest_limit(monkeypatch, jobs, units, per, avai
     assert PAR.choose_workers(0, 100, 1, available=10**9)[0] == 2  # jobs=0: one per core
 
 
+def test_the_pool_size_report_names_every_number_that_entered(monkeypatch):
+    """``why`` of :func:`choose_workers`, key for key: the limit that chose (cores too), the numbers, the
+    memory in MB and where it came from (given, or :func:`available_memory`'s source, or unknown: then memory
+    does not limit); a per-worker estimate below one byte counts as one byte."""
+    MB = PAR.MB
+    monkeypatch.setattr(PAR, "_cores", lambda: 4)
+    k, why = PAR.choose_workers(8, 100, int(300.26 * MB), available=int(1000.44 * MB))
+    assert (k, why) == (3, {"workers": 3, "limited_by": ["memory"], "cores": 4, "jobs_asked": 8, "units": 100,
+                            "per_worker_estimate_MB": 300.3, "available_memory_MB": 1000.4,
+                            "available_memory_from": "given"})
+    assert PAR.choose_workers(8, 100, 1000, available=10)[1]["note"] == \
+        "less memory available than one worker's estimate: one worker anyway"
+    assert "note" not in PAR.choose_workers(8, 100, 1000, available=1999)[1]  # exactly one fits
+    assert PAR.choose_workers(8, 100, MB, available=10**12)[1]["limited_by"] == ["cores"]
+    assert PAR.choose_workers(4, 4, MB, available=10**12)[1]["limited_by"] == ["cores", "jobs asked", "units"]
+    monkeypatch.setattr(PAR, "_cores", lambda: 8)
+    assert PAR.choose_workers(8, 100, 1, available=5)[0] == 5 == PAR.choose_workers(8, 100, 0, available=5)[0]
+    monkeypatch.setattr(PAR, "available_memory", lambda: (None, "unknown (no /proc/meminfo)"))
+    k, why = PAR.choose_workers(2, 100, 300 * MB)
+    assert (k, why["limited_by"], why["available_memory_MB"], why["available_memory_from"]) == \
+        (2, ["jobs asked"], None, "unknown (no /proc/meminfo)")
+    monkeypatch.setattr(PAR, "available_memory", lambda: (700 * MB, "MemAvailable of /proc/meminfo"))
+    k, why = PAR.choose_workers(8, 100, 300 * MB)
+    assert (k, why["available_memory_MB"], why["available_memory_from"]) == (2, 700.0, "MemAvailable of /proc/meminfo")
+
+
 def test_the_memory_estimate_of_a_dense_unit():
     tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
     spec = detect_architecture(open_checkpoint(tensors, config=config))
@@ -675,6 +701,55 @@ def test_a_bfloat16_checkpoint_on_the_lean_path_agrees_with_the_dense_float64_sv
     assert seen == {"M_in", "M_out"}
 
 
+def test_a_lean_unit_is_factored_by_tsqr_from_its_own_stored_tensors_under_its_own_cache_key(tmp_path, monkeypatch):
+    """Which units take TSQR and what they are given: none while every unit fits the budget; with nothing
+    fitting, each M_in / M_out, once, read in its stored precision (float16 stays float16) and factored in
+    the working precision asked for, reading only its own tensors. Through a cache the lean numbers are the
+    uncached ones (each matrix of each layer its own entry), a second run is served from the cache, and
+    another working precision is not."""
+    from safetensors.numpy import save_file
+
+    from bounds_lib.checkpoints import SafetensorsSource
+    from bounds_lib.spectra import SpectraCache
+
+    tensors, config = _tiny_weights("llama", np.random.default_rng(8), L=2, N=32, H=4, Hkv=2, F=48)
+    model = tmp_path / "f16"
+    model.mkdir()
+    save_file({k: v.astype(np.float16) for k, v in tensors.items()}, str(model / "model.safetensors"))
+    (model / "config.json").write_text(json.dumps(config))
+    calls, reads = [], []
+    tsqr, read_raw = PAR._tsqr_spectrum, SafetensorsSource.read_raw
+
+    def spy(W, working, chunk_bytes=None):
+        calls.append((W.dtype.name, W.shape, np.dtype(working).name))
+        return tsqr(W, working, chunk_bytes)
+
+    def spy_read(self, name):
+        reads.append(name)
+        return read_raw(self, name)
+
+    monkeypatch.setattr(PAR, "_tsqr_spectrum", spy)
+    monkeypatch.setattr(SafetensorsSource, "read_raw", spy_read)
+    dense = compute_spectra(model)
+    assert calls == []
+    dense_reads = sorted(reads)
+    assert dense_reads == sorted(tensors)  # each tensor once
+    monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # nothing fits
+    reads.clear()
+    lean = compute_spectra(model)
+    ffn = [m for m in dense.matrices if m.matrix_type in ("M_in", "M_out")]
+    assert calls == [("float16", m.shape, "float64") for m in ffn]
+    attention = [n for n in tensors if "self_attn" in n]
+    assert sorted(reads) == sorted([*tensors, *attention])  # the attention in two halves; M_in, M_out once each
+    cache = SpectraCache()
+    _same_model(lean, compute_spectra(model, cache=cache))
+    calls.clear()
+    _same_model(lean, compute_spectra(model, cache=cache))
+    assert calls == []
+    compute_spectra(model, dtype="float32", cache=cache)
+    assert calls == [("float16", m.shape, "float32") for m in ffn]
+
+
 def test_a_worker_reopens_a_checkpoint_re_saved_with_another_header(llama_dir):
     """A worker process keeps the checkpoints it opened (headers only) for the next task — a Dask worker
     lives across runs. A checkpoint re-saved at the same path with another header (same size and mtime)
@@ -710,6 +785,33 @@ def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
                       "maxrss": 2**30},
                      {"layer": 2, "part": "attention", "key": "k2", "host": None, "pid": None, "seconds": 0.0,
                       "maxrss": None}]
+
+
+def test_the_unit_key_reads_no_device_as_the_cpu_and_keeps_devices_apart(llama_dir):
+    """A run without ``device`` and one with ``device="cpu"`` compute alike, so their units share keys; units
+    computed on another device (a GPU's, whose last bits differ) never serve a CPU run, nor one another."""
+    src = open_checkpoint(llama_dir)
+    task = PAR.UnitTask(None, detect_architecture(src), 0, "attention", "clean", "float64", False)
+    key = PAR._unit_key(src, task)
+    assert PAR._unit_key(src, replace(task, device="cpu")) == key
+    others = {PAR._unit_key(src, replace(task, device=d)) for d in ("cuda:0", "cuda:1", "torch-cpu")}
+    assert len(others) == 3 and key not in others
+
+
+def test_a_unit_file_that_needs_pickle_is_recomputed_not_loaded(tmp_path):
+    """The resume folder loads plain arrays only: a unit file whose fields are Python objects (unpickling
+    runs code) is treated as damaged, so the unit is computed again."""
+    from bounds_lib.spectra import MatrixSpectrum
+
+    folder = PAR._ResumeFolder(tmp_path / "r")
+    task = PAR.UnitTask(None, None, 0, "attention", "clean", "float64", False)
+    folder.store("k", task, {"matrices": [MatrixSpectrum(0, 0, "QK", (2, 2), np.array([1.0, 0.5]), 1.5, 1.5)]})
+    assert folder.load("k", 0) is not None
+    with np.load(folder._path("k")) as z:
+        fields = {name: z[name] for name in z.files}
+    fields["meta"] = np.array(str(fields["meta"]), dtype=object)  # the same JSON text, as a pickled object
+    np.savez(folder._path("k"), **fields)
+    assert folder.load("k", 0) is None
 
 
 def test_the_memory_budget_counts_each_stored_precision(tmp_path):
@@ -770,6 +872,7 @@ def test_the_memory_estimate_of_every_unit_kind():
         for (e, mode, lean), v in est.items():
             assert v == (3 if lean else 4) * proj // 2 + (64 * 2**20 if e else 0) + \
                 (3 * s * N * N if mode == "paper" else 0), (dt, e, mode, lean)
+            assert type(v) is int  # whole bytes
     k = 16
     assert PAR.unit_memory_estimate(spec, "M_in", "float32") == 4 * (2 * 16 * 80 + k * k)
     assert PAR.unit_memory_estimate(spec, "M_out", source=src) == 8 * (2 * 16 * 40 + k * k)
@@ -801,3 +904,62 @@ def test_a_change_beyond_the_header_of_a_large_checkpoint_is_seen_by_its_modific
     with pytest.raises(AssertionError):  # power: the one-bit change is one the spectra see
         _same_model(before, fresh)
     _same_model(fresh, compute_spectra(model, resume=folder))
+
+
+def test_the_checkpoint_identity_reads_each_files_first_mib_and_eight_bytes_and_no_more(tmp_path):
+    """The identity's read is bounded (a run does not read every weight file in full to decide whether to
+    resume): the first 8 + 2²⁰ bytes of each file (the safetensors header) enter it, the rest is left to the
+    file's size and modification time (the test above)."""
+    import os
+    from types import SimpleNamespace
+
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(np.random.default_rng(0).bytes(3 * 2**20))
+    src = SimpleNamespace(files=[f])
+    st = os.stat(f)
+
+    def flipped(*offsets):
+        raw = bytearray(f.read_bytes())
+        for o in offsets:
+            raw[o] ^= 1
+        f.write_bytes(bytes(raw))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return PAR._checkpoint_identity(src)
+
+    first = PAR._checkpoint_identity(src)
+    assert flipped(8 + 2**20 - 1) != first  # the last byte read
+    assert flipped(8 + 2**20 - 1) == first  # flipped back
+    assert flipped(8 + 2**20, 2**21 + 5, 3 * 2**20 - 1) == first  # beyond the bound: not read
+
+
+def test_the_stored_precision_of_a_part_is_the_widest_of_its_tensors_capped_by_the_working_one():
+    """A part whose tensors are stored in different precisions (a gate in float16, its up projection in
+    float32) is read in the widest that holds them all exactly; bfloat16 needs float32; a precision the lean
+    path does not narrow (float64) is read in the working precision."""
+    from types import SimpleNamespace
+
+    src = SimpleNamespace(dtype={"g": "F16", "u": "F32", "b": "BF16", "d": "F64"}.get)
+    f16, f32, f64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
+    assert PAR._stored_dtype(src, ["g", "g"], f64) == f16
+    assert PAR._stored_dtype(src, ["g", "u"], f64) == PAR._stored_dtype(src, ["u", "g"], f64) == f32
+    assert PAR._stored_dtype(src, ["g", "b"], f64) == f32
+    assert PAR._stored_dtype(src, ["g", "d"], f64) == f64 and PAR._stored_dtype(src, ["d", "g"], f32) == f32
+
+
+def test_a_mixture_of_experts_on_the_lean_path_keeps_each_experts_number(tmp_path, monkeypatch):
+    """Mixtral's expert feed-forwards factored lean come back as the dense run's: the same labels, shapes and
+    expert numbers (each expert's M_in and M_out its own), and singular values within the agreement bound."""
+    from tiny_checkpoints import write_tiny_model
+
+    from bounds_lib.devices import spectra_agree
+
+    model, _ = write_tiny_model(tmp_path / "mixtral", "mixtral")
+    dense = compute_spectra(model)
+    monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # nothing fits: every expert's unit lean
+    lean = compute_spectra(model)
+    assert lean.meta["parallel"]["units_factored_lean"] == dense.meta["parallel"]["units"]
+    assert [(m.label(), m.expert, m.shape) for m in lean.matrices] == \
+        [(m.label(), m.expert, m.shape) for m in dense.matrices]
+    assert {m.expert for m in lean.matrices if m.matrix_type == "M_in"} == {0, 1, 2}
+    for a, b in zip(dense.matrices, lean.matrices):
+        assert spectra_agree(a.sigma, b.sigma, a.shape)[0], a.label()
