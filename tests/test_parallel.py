@@ -935,7 +935,7 @@ def test_the_checkpoint_identity_reads_each_files_first_mib_and_eight_bytes_and_
 def test_the_stored_precision_of_a_part_is_the_widest_of_its_tensors_capped_by_the_working_one():
     """A part whose tensors are stored in different precisions (a gate in float16, its up projection in
     float32) is read in the widest that holds them all exactly; bfloat16 needs float32; a precision the lean
-    path does not narrow (float64) is read in the working precision."""
+    path does not narrow (float64) is read in the working precision; torch's spelling of a dtype is read too."""
     from types import SimpleNamespace
 
     src = SimpleNamespace(dtype={"g": "F16", "u": "F32", "b": "BF16", "d": "F64"}.get)
@@ -944,6 +944,8 @@ def test_the_stored_precision_of_a_part_is_the_widest_of_its_tensors_capped_by_t
     assert PAR._stored_dtype(src, ["g", "u"], f64) == PAR._stored_dtype(src, ["u", "g"], f64) == f32
     assert PAR._stored_dtype(src, ["g", "b"], f64) == f32
     assert PAR._stored_dtype(src, ["g", "d"], f64) == f64 and PAR._stored_dtype(src, ["d", "g"], f32) == f32
+    torch_spelling = SimpleNamespace(dtype={"h": "torch.float16", "b": "torch.bfloat16"}.get)  # str(tensor.dtype)
+    assert PAR._stored_dtype(torch_spelling, ["h"], f64) == f16 and PAR._stored_dtype(torch_spelling, ["b"], f64) == f32
 
 
 def test_a_mixture_of_experts_on_the_lean_path_keeps_each_experts_number(tmp_path, monkeypatch):
@@ -958,8 +960,8 @@ def test_a_mixture_of_experts_on_the_lean_path_keeps_each_experts_number(tmp_pat
     monkeypatch.setattr(PAR, "memory_budget", lambda source: 1)  # nothing fits: every expert's unit lean
     lean = compute_spectra(model)
     assert lean.meta["parallel"]["units_factored_lean"] == dense.meta["parallel"]["units"]
-    assert [(m.label(), m.expert, m.shape) for m in lean.matrices] == \
-        [(m.label(), m.expert, m.shape) for m in dense.matrices]
+    assert [(m.label(), m.head, m.expert, m.shape) for m in lean.matrices] == \
+        [(m.label(), m.head, m.expert, m.shape) for m in dense.matrices]
     assert {m.expert for m in lean.matrices if m.matrix_type == "M_in"} == {0, 1, 2}
     for a, b in zip(dense.matrices, lean.matrices):
         assert spectra_agree(a.sigma, b.sigma, a.shape)[0], a.label()
