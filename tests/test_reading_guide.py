@@ -51,3 +51,13 @@ def test_quoted_counts_are_glued():
     assert "Most matrices pick" not in GUIDE
     assert "ch06_bert.md::ch6_n_p0" in GUIDE
 
+
+
+def test_every_glue_from_another_page_names_its_format():
+    """myst-nb splits ``{glue:text}`path::key``` at its last colon before the path, so a glue from another
+    page without a format (``:s``, ``:.0f``) looks up the key ``path:`` and warns (the strict build fails)."""
+    roles = re.findall(r"\{glue:text\}`([^`]*)`", GUIDE)
+    assert roles
+    cross = [r for r in roles if "::" in r]
+    bad = [r for r in cross if ":" not in r.split("::", 1)[1]]
+    assert not bad, bad
