@@ -205,3 +205,56 @@ def test_the_cli_records_the_asked_jobs_and_the_choice(bert_dir, tmp_path, recor
     assert chosen["workers"] == meta["parallel"]["workers"]
     if PAR._cores() > 1:
         assert "cost" in chosen
+
+
+# --- from the mutation run of the new functions (tests/MUTATION.md) --------------------------------
+
+
+def test_the_report_rounds_as_stated(monkeypatch):
+    monkeypatch.setattr(PAR, "_cores", lambda: 2)
+    _, cost = PAR.plan_pool(1234567890.0, 2, rate=(4.123456e9, "r"), start=(0.123456, "s"), busy=0.98765)
+    assert (cost["svd_rate_GFLOPs"], cost["busy_cores"], cost["worker_start_s"]) == (4.12, 0.99, 0.123)
+    assert cost["serial_estimate_s"] == round(1234567890.0 / 4.123456e9, 3)
+    assert cost["pool_estimate_s"] == round(0.123456 + 1234567890.0 / 4.123456e9 / 1, 3)
+    assert cost["effective_workers"] == 1  # 2 cores, 0.99 busy: round(1.01) = 1 free
+
+
+def test_the_calibration_times_three_values_only_svds_of_a_512_by_256_matrix(record, monkeypatch):
+    calls = []
+    real_svd = np.linalg.svd
+
+    def svd(A, compute_uv=True, **k):
+        calls.append((A.shape, compute_uv))
+        return real_svd(A, compute_uv=compute_uv, **k)
+
+    clock = iter(np.arange(0.0, 100.0, 0.01))
+    monkeypatch.setattr(PAR, "_RATE", [])
+    monkeypatch.setattr(PAR.np.linalg, "svd", svd)
+    monkeypatch.setattr(PAR.time, "perf_counter", lambda: float(next(clock)))
+    rate, where = PAR.svd_rate()
+    assert calls == [((512, 256), False)] * 3
+    assert rate == pytest.approx((4 * 512 * 256**2 - 4 * 256**3 / 3) / 0.01, rel=1e-9)
+    assert where == "a 512×256 SVD timed now (no run measured on this machine yet)"
+
+
+def test_the_record_keeps_only_plausible_values_and_makes_its_folder(tmp_path, monkeypatch):
+    f = tmp_path / "new" / "nested" / "machine.json"
+    monkeypatch.setenv("BOUNDS_LIB_MACHINE_RECORD", str(f))
+    PAR._record(svd_rate=2e9)
+    assert f.is_file()
+    data = json.loads(f.read_text())
+    data[PAR._machine_key()]["svd_rate"] += [0.0, -1.0, 1e15, 9.9e14]
+    f.write_text(json.dumps(data))
+    assert PAR.machine_record()["svd_rate"] == [2e9, 9.9e14]
+    assert PAR.worker_start_seconds()[1] == "bounds_lib.parallel.WORKER_START_S (not yet measured on this machine)"
+
+
+def test_busy_cores_is_the_one_minute_load_and_zero_without_one(monkeypatch):
+    monkeypatch.setattr(PAR.os, "getloadavg", lambda: (1.5, 7.0, 9.0))
+    assert PAR._busy_cores() == 1.5
+
+    def none():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(PAR.os, "getloadavg", none)
+    assert PAR._busy_cores() == 0.0

@@ -34,7 +34,7 @@ def test_a_weight_changed_past_the_first_mib_with_the_time_restored_is_recompute
     identity = PAR._checkpoint_identity(open_checkpoint(model))
     st = os.stat(f)
     raw = bytearray(f.read_bytes())
-    raw[-4] ^= 1  # the lowest mantissa bit of the last float32 weight (the last M_out entry)
+    raw[-4] ^= 1  # the lowest mantissa bit of the last float32 weight of the file
     f.write_bytes(bytes(raw))
     _restore_times(f, st)  # as rsync -t, cp -p or an archive restores them
     assert PAR._checkpoint_identity(open_checkpoint(model)) == identity  # power: the old key saw nothing
@@ -152,3 +152,109 @@ def test_the_key_depends_on_each_setting_and_each_byte(tmp_path):
     assert PAR._unit_key(src, replace(base, arch=replace(arch, activation="relu"))) == k0
     assert PAR._unit_key(src, replace(base, arch=replace(arch, n_layers=7))) == k0
     assert PAR._unit_key(src, replace(base, blas_threads=8)) == k0
+
+
+# --- from the mutation run of the new functions (tests/MUTATION.md) --------------------------------
+
+
+def test_a_safetensors_digest_is_the_sha256_of_exactly_the_stored_bytes(tmp_path):
+    import hashlib
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    src = open_checkpoint(model)
+    raw = (model / "model.safetensors").read_bytes()
+    start = 8 + int.from_bytes(raw[:8], "little")
+    for name in src.names():
+        b, e = json.loads(raw[8:start])[name]["data_offsets"]
+        assert PAR._tensor_digest(src, name) == hashlib.sha256(raw[start + b:start + e]).digest(), name
+
+
+def test_a_change_in_another_tensor_keeps_this_unit_key(tmp_path):
+    """Only the bytes a unit reads enter its key: a changed M_out leaves the attention and M_in keys."""
+    from bounds_lib.checkpoints import detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+
+    def keys():
+        src = open_checkpoint(model)
+        arch = detect_architecture(src)
+        return {part: PAR._unit_key(src, PAR.UnitTask(None, arch, 0, part, "clean", "float64", False))
+                for part in ("attention", "M_in", "M_out")}
+
+    before = keys()
+    f = model / "model.safetensors"
+    raw = bytearray(f.read_bytes())
+    start = 8 + int.from_bytes(raw[:8], "little")
+    b, e = json.loads(bytes(raw[8:start]))["model.layers.0.mlp.down_proj.weight"]["data_offsets"]
+    raw[start + e - 4] ^= 1  # the last weight of layer 0's down_proj (M_out)
+    f.write_bytes(bytes(raw))
+    after = keys()
+    assert after["M_out"] != before["M_out"]
+    assert (after["attention"], after["M_in"]) == (before["attention"], before["M_in"])
+
+
+def test_the_same_bytes_read_as_another_dtype_or_shape_key_differently(tmp_path):
+    """F16 and BF16 tensors of the same bytes, or the same bytes in another shape, are other weights."""
+    from bounds_lib.checkpoints import detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    src = open_checkpoint(model)
+    arch = detect_architecture(src)
+    task = PAR.UnitTask(None, arch, 0, "M_out", "clean", "float64", False)
+    k0 = PAR._unit_key(src, task)
+    name = "model.layers.0.mlp.down_proj.weight"
+    entry = src._where[name][2]
+    for change in ({"dtype": "F16", "shape": [entry["shape"][0], 2 * entry["shape"][1]]},
+                   {"shape": entry["shape"][::-1]}):
+        src._where[name] = (src._where[name][0], src._where[name][1], {**entry, **change})
+        assert PAR._unit_key(src, task) != k0, change
+    src._where[name] = (src._where[name][0], src._where[name][1], entry)
+    assert PAR._unit_key(src, task) == k0
+
+
+@pytest.mark.parametrize("kind", ["state_dict", "pytorch-bin"])
+def test_content_keys_for_weights_in_memory_and_torch_files(tmp_path, kind):
+    """The read-as-array path: the same weights key alike, one changed entry keys differently."""
+    from safetensors.numpy import load_file
+
+    from bounds_lib.checkpoints import detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    config = json.loads((model / "config.json").read_text())
+    weights = load_file(str(model / "model.safetensors"))
+
+    def source(w):
+        if kind == "state_dict":
+            return open_checkpoint(w, config=config)
+        torch = pytest.importorskip("torch")
+        d = tmp_path / f"bin{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        torch.save({k: torch.from_numpy(v.copy()) for k, v in w.items()}, d / "pytorch_model.bin")
+        (d / "config.json").write_text(json.dumps(config))
+        return open_checkpoint(d)
+
+    def key(src):
+        task = PAR.UnitTask(None, detect_architecture(src), 0, "M_in", "clean", "float64", False)
+        return PAR._unit_key(src, task)
+
+    a, b = key(source(weights)), key(source({k: v.copy() for k, v in weights.items()}))
+    changed = {k: v.copy() for k, v in weights.items()}
+    changed["model.layers.0.mlp.up_proj.weight"][2, 3] += 1.0
+    assert a == b != key(source(changed))
+
+
+def test_the_mismatch_warning_names_the_stored_unit_and_its_key(tmp_path):
+    model = write_tiny(tmp_path / "m", "llama", L=2, N=32, H=4, Hkv=2, F=48)
+    folder = tmp_path / "res"
+    compute_spectra(model, resume=folder)
+    entries = {}
+    for line in (folder / "journal.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        entries[(e["layer"], e["part"])] = (folder / "units" / f"{e['key']}.npz", e["key"])
+    shutil.copyfile(entries[(1, "M_out")][0], entries[(0, "attention")][0])
+    with pytest.warns(UserWarning) as seen:
+        p = compute_spectra(model, resume=folder).meta["parallel"]
+    line = (f"layer 0 attention: the stored entry {entries[(0, 'attention')][0].name} holds layer 1 M_out "
+            f"(key {entries[(1, 'M_out')][1][:12]}…); recomputed")
+    assert p["resume_entries_mismatched"] == [line]
+    assert [str(w.message) for w in seen] == [f"--resume {folder}: {line}"]
