@@ -258,3 +258,36 @@ def test_the_mismatch_warning_names_the_stored_unit_and_its_key(tmp_path):
             f"(key {entries[(1, 'M_out')][1][:12]}…); recomputed")
     assert p["resume_entries_mismatched"] == [line]
     assert [str(w.message) for w in seen] == [f"--resume {folder}: {line}"]
+
+
+def test_the_stored_dtype_alone_changes_the_key(tmp_path):
+    """The same bytes and shape read as float16 or as bfloat16 are different weights (both 2 bytes)."""
+    from bounds_lib.checkpoints import detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    src = open_checkpoint(model)
+    task = PAR.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
+    name = "model.layers.0.mlp.down_proj.weight"
+    f, start, entry = src._where[name]
+    halves = {**entry, "shape": [entry["shape"][0], 2 * entry["shape"][1]]}
+    keys = []
+    for dtype in ("F16", "BF16"):
+        src._where[name] = (f, start, {**halves, "dtype": dtype})
+        keys.append(PAR._unit_key(src, task))
+    assert keys[0] != keys[1]
+
+
+def test_a_file_truncated_after_it_was_opened_is_a_clear_error_when_keyed(tmp_path):
+    from bounds_lib.checkpoints import CheckpointError, detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    src = open_checkpoint(model)
+    task = PAR.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
+    name = "model.layers.0.mlp.down_proj.weight"
+    f = model / "model.safetensors"
+    start, (b, e) = src._where[name][1], src._where[name][2]["offsets"]
+    with open(f, "r+b") as fh:
+        fh.truncate(start + e - 1)  # one byte of the tensor gone
+    with pytest.raises(CheckpointError, match=r"could not read tensor 'model\.layers\.0\.mlp\.down_proj\.weight' "
+                                               r"\(file truncated\)"):
+        PAR._unit_key(src, task)
