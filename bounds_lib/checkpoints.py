@@ -93,7 +93,7 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from .propagation import LPHI_GELU_RELEASED
-from .validation import as_real_array, check_scalar
+from .validation import DuplicateKeyError, as_real_array, check_scalar, no_duplicate_keys
 
 __all__ = [
     "CheckpointError",
@@ -149,29 +149,14 @@ def _widen(raw: np.ndarray, st_dtype: str) -> np.ndarray:
     return raw.astype(raw.dtype.newbyteorder("="), copy=False)
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs):
-    """``object_pairs_hook`` for :func:`json.loads`: a JSON object with a repeated key is an error
-    (the plain ``dict`` would silently keep the last entry)."""
-    d = {}
-    for k, v in pairs:
-        if k in d:
-            raise _DuplicateKey(k)
-        d[k] = v
-    return d
-
-
 def loads_json(text, where: str, what: str = "JSON") -> object:
     """``json.loads`` that rejects duplicate keys and turns every failure into one :class:`CheckpointError`
     line — including nesting too deep for Python's parser (``RecursionError``)."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as exc:
+        return json.loads(text, object_pairs_hook=no_duplicate_keys)
+    except DuplicateKeyError as exc:
         raise CheckpointError(f"{where}: {what} names {exc.args[0]!r} twice (duplicate key)") from None
     except RecursionError:
         raise CheckpointError(f"{where}: {what} is nested too deeply to be a real one (garbage?)") from None

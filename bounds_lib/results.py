@@ -24,6 +24,7 @@ import numpy as np
 
 from .model import Block, SingleHeadTransformer
 from .scoring import PROXY_NAMES, SINGLE_HEAD_MATRIX_TYPES
+from .validation import DuplicateKeyError, no_duplicate_keys
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -60,20 +61,6 @@ class ResultsError(ValueError):
 
 #: The largest results file :func:`read_results` reads (the committed ones are below 2 MB).
 MAX_RESULTS_BYTES = 256 * 2**20
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs):
-    """``object_pairs_hook``: a repeated key is refused (a plain ``dict`` keeps the last one silently)."""
-    d = {}
-    for k, v in pairs:
-        if k in d:
-            raise _DuplicateKey(k)
-        d[k] = v
-    return d
 
 
 _ROW_KEYS = ("config", "train_error", "test_error", "gap_error", "gap_loss", "proxies", "seconds")
@@ -163,12 +150,12 @@ def read_results(path, allow_partial: bool = False) -> dict:
             raise ResultsError(f"{path}: corrupted progress file (line {e.lineno}: {e.msg})") from None
         return {"metadata": {"schema": RESULTS_SCHEMA, "partial": True}, "rows": rows}
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        data = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: corrupted results file, not valid JSON (line {e.lineno}: {e.msg})") from None
     except RecursionError:
         raise ResultsError(f"{path}: corrupted results file, nested too deeply to be a results file") from None
-    except _DuplicateKey as e:
+    except DuplicateKeyError as e:
         raise ResultsError(f"{path}: corrupted results file, an object names {e.args[0]!r} twice") from None
     return check_results(data, str(path))
 

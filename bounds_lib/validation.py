@@ -41,7 +41,8 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_scalar", "check_bool", "check_array", "as_real_array", "is_torch_tensor"]
+__all__ = ["check_scalar", "check_bool", "check_array", "as_real_array", "is_torch_tensor", "no_duplicate_keys",
+           "DuplicateKeyError"]
 
 _BOUNDARIES = ("both", "left", "right", "neither")
 
@@ -255,3 +256,25 @@ def as_real_array(x, name: str = "array", *, allow_integer: bool = True) -> np.n
         raise ValueError(f"{name} has dtype {A.dtype}; weights must be floating point "
                          "(float16, bfloat16, float32 or float64)")
     return A
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object repeats a key (raised by :func:`no_duplicate_keys`); the key is its argument."""
+
+
+def no_duplicate_keys(pairs) -> dict:
+    """``object_pairs_hook`` for ``json.loads``: a JSON object with a repeated key is an error (a plain
+    ``dict`` keeps the last entry silently). Used for checkpoint headers, configs and results files.
+
+    >>> import json
+    >>> json.loads('{"a": 1, "a": 2}', object_pairs_hook=no_duplicate_keys)
+    Traceback (most recent call last):
+        ...
+    bounds_lib.validation.DuplicateKeyError: a
+    """
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise DuplicateKeyError(k)
+        d[k] = v
+    return d
