@@ -51,6 +51,7 @@ process that computed it (a diagnostic that counts computations on a cluster wit
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -1050,6 +1051,10 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
     peaks = {}
     timed = [0.0, 0.0]  # flops, seconds of the units computed here or in worker processes
 
+    @functools.cache
+    def flops(i):  # a unit's count, once: the pool's cost estimate and the measured rate both use it
+        return unit_flops(arch, tasks[i].part, mode, entrywise=entrywise, source=source, layer=tasks[i].layer)
+
     def finished(i, res):
         if res.get("maxrss") is not None:  # each worker's peak memory so far (what the budget is about)
             w = f"{res['host']}:{res['pid']}"
@@ -1057,8 +1062,7 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
         if res["computed"]:
             counts["computed"] += 1
             if not tasks[i].lean and meta.get("backend") == "in process":  # units one after another: the rate
-                timed[0] += unit_flops(arch, tasks[i].part, mode, entrywise=entrywise, source=source,
-                                       layer=tasks[i].layer)
+                timed[0] += flops(i)
                 timed[1] += res["seconds"]
         else:
             counts["resumed"] += 1
@@ -1100,8 +1104,7 @@ def run_units(source: TensorSource, arch: ArchitectureSpec, *, mode: str, dtype,
             k, why = choose_workers(jobs, len(todo), estimate)
             if jobs == 0 and k > 1 and opener is not None and cache is None and device in (None, "cpu"):
                 # automatic: worker processes only where the work pays for starting them
-                use, why["cost"] = plan_pool(sum(unit_flops(arch, tasks[i].part, mode, entrywise=entrywise,
-                                                            source=source, layer=tasks[i].layer) for i in todo), k)
+                use, why["cost"] = plan_pool(sum(flops(i) for i in todo), k)
                 if not use:
                     k = why["workers"] = 1
                     why["limited_by"] = ["cost"]
