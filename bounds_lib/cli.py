@@ -60,7 +60,7 @@ def _progress_bar(label: str, enabled: bool):
         return (lambda done, total: None), (lambda: None)
     from tqdm import tqdm
 
-    bar = tqdm(desc=label, total=None, file=sys.stderr, unit=" groups", leave=True)
+    bar = tqdm(desc=label, total=None, file=sys.stderr, disable=not enabled, unit=" groups", leave=True)
 
     def callback(done: int, total: int):
         if bar.total != total:
