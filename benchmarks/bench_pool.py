@@ -146,7 +146,7 @@ KEY_COST = r"""
 import json, sys, time
 from dataclasses import replace
 from threadpoolctl import threadpool_limits
-import bounds_lib.parallel as PAR
+import bounds_lib.analysis.parallel as PAR
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
 
 folder = sys.argv[1]

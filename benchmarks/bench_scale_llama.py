@@ -19,7 +19,7 @@ library's own estimate; how the pool size was chosen. ``--ffn dense|lean|auto`` 
 or the lean (TSQR from the stored precision) factorization of the feed-forward matrices, or lets
 the library choose (lean only where the dense one would not fit the budget); ``--compare-ffn`` runs
 dense and lean one after the other and prints their time, memory and the largest difference of the
-singular values in units of the agreement tolerance of ``bounds_lib.devices``. Then an
+singular values in units of the agreement tolerance of ``bounds_lib.analysis.devices``. Then an
 extrapolation to LLaMA-2-7B and 70B shapes from the measured seconds per unit of ``N²·d_ff``.
 
 Run politely on a shared machine: ``nice -n 10 .venv/bin/python benchmarks/bench_scale_llama.py``.
@@ -86,8 +86,8 @@ CHILD = r"""
 import json, sys, time
 from threadpoolctl import threadpool_limits
 import numpy as np
-import bounds_lib.parallel as PAR
-import bounds_lib.spectra as P
+import bounds_lib.analysis.parallel as PAR
+import bounds_lib.analysis.spectra as P
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
 
 a = json.loads(sys.argv[1])
@@ -169,7 +169,7 @@ def report(res, shape, budget, label) -> dict:
 
 
 def extrapolate(unit_cpu, budget_of):
-    import bounds_lib.parallel as PAR
+    import bounds_lib.analysis.parallel as PAR
     from bounds_lib.checkpoints import ArchitectureSpec
 
     print(f"extrapolation (not measured: CPU seconds per layer ∝ N²·d_ff, {unit_cpu * 1e12:.1f} s per 10^12 on "
@@ -243,7 +243,7 @@ def main():
                                   for j, r in rs.items())
                       + f"; load average now {os.getloadavg()[0]:.2f}")
         if args.compare_ffn:
-            from bounds_lib.devices import spectra_agree
+            from bounds_lib.analysis.devices import spectra_agree
 
             with tempfile.TemporaryDirectory() as tmp:
                 got = {}

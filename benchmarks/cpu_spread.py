@@ -1,6 +1,6 @@
 """How far do committed results rows move between CPU code paths? The measurement behind the tolerance.
 
-Regenerates committed rows of Chapters 7–8 (``python -m bounds_lib.reproduce regenerate``) in fresh
+Regenerates committed rows of Chapters 7–8 (``python -m bounds_lib.studies.reproduce regenerate``) in fresh
 processes, each under one CPU code path this machine can take — torch's ATen kernels
 (``ATEN_CPU_CAPABILITY``), MKL's code path (``MKL_CBWR``), oneDNN's instruction set
 (``ONEDNN_MAX_CPU_ISA``), NumPy's OpenBLAS kernels (``OPENBLAS_CORETYPE``) and NumPy's own SIMD
@@ -35,8 +35,8 @@ import platform
 import subprocess
 import sys
 
-from bounds_lib import reproduce as P
-from bounds_lib.results import RESULTS_FILES, load_results
+from bounds_lib.studies import reproduce as P
+from bounds_lib.studies.results import RESULTS_FILES, load_results
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT_JSON = ROOT / "bounds_lib" / "data" / "cpu_tolerance.json"
@@ -72,7 +72,7 @@ def regenerate(specs, env, threads):
     """Rows ``[(results, index)]`` regenerated in a fresh process under ``env``: ``{(name, i): row}``."""
     base = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
     base |= {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": str(threads)} | env
-    cmd = [sys.executable, "-m", "bounds_lib.reproduce", "regenerate", "--threads", str(threads),
+    cmd = [sys.executable, "-m", "bounds_lib.studies.reproduce", "regenerate", "--threads", str(threads),
            "--rows", *[f"{n}:{i}" for n, i in specs]]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=base, timeout=3600)
     if proc.returncode != 0:

@@ -24,9 +24,9 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 # public name -> module that defines it (imported lazily)
 _LAZY = {
-    "analyze": "bounds_lib.scoring",
-    "compute_spectra": "bounds_lib.spectra",
-    "score": "bounds_lib.scoring",
+    "analyze": "bounds_lib.analysis.scoring",
+    "compute_spectra": "bounds_lib.analysis.spectra",
+    "score": "bounds_lib.analysis.scoring",
     "open_checkpoint": "bounds_lib.checkpoints",
 }
 

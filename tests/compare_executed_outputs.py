@@ -13,7 +13,7 @@ notebook, cell and first differing line printed.
 Exact comparison is right for two builds on **one machine** (the same CPU kind, environment and
 thread counts: executions are deterministic there). Builds on two CPU kinds differ in the last digits
 of numbers from training, BLAS and LAPACK, and in the pixels of figures drawn from them; across
-machines, committed results are checked by ``bounds_lib.reproduce`` to a measured tolerance instead.
+machines, committed results are checked by ``bounds_lib.studies.reproduce`` to a measured tolerance instead.
 """
 from __future__ import annotations
 

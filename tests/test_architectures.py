@@ -369,7 +369,7 @@ def test_cli_analyze_every_architecture(name, saved, tmp_path, capsys):
 def test_experts_are_scored_as_their_own_matrices(saved):
     """Every expert's matrices enter B_ours and B_Edelman: a larger expert raises both, a dense model
     with only expert 0's matrices has a smaller B_ours."""
-    from bounds_lib.scoring import analyze
+    from bounds_lib.analysis.scoring import analyze
 
     path, _ = saved("mixtral")
     rep = analyze(path)
@@ -459,7 +459,7 @@ def test_bad_input_in_each_layout_is_one_clear_error(case, saved, tmp_path, caps
 def test_in_memory_module_reads_as_its_saved_checkpoint(name, saved):
     """transformers 5 holds Mixtral's experts fused and ViT's projections renamed in memory; a module is
     read in the layout save_pretrained writes, with the same spectra as its saved folder."""
-    from bounds_lib.spectra import compute_spectra
+    from bounds_lib.analysis.spectra import compute_spectra
 
     path, model = saved(name)
     model = model.float()  # as saved (the cross-checks may have widened the cached model)

@@ -31,8 +31,8 @@ from tiny_checkpoints import BERT_LAYER_ROLES, bert_encoder_weights, write_tiny_
 
 from bounds_lib.checkpoints import CheckpointError, open_checkpoint, read_safetensors_header
 from bounds_lib.cli import main
-from bounds_lib.scoring import score
-from bounds_lib.spectra import MatrixSpectrum, SpectraCache, compute_spectra
+from bounds_lib.analysis.scoring import score
+from bounds_lib.analysis.spectra import MatrixSpectrum, SpectraCache, compute_spectra
 
 N, H, F, L = 8, 2, 12, 2
 SIZES = {"hidden": N, "heads": H, "intermediate": F, "layers": L}
@@ -561,7 +561,7 @@ def test_api_accepts_bf16_and_requires_grad_torch_tensors():
 
 
 def test_shared_validator_is_the_one_norms_can_use():
-    from bounds_lib.validation import as_real_array
+    from bounds_lib.core.validation import as_real_array
 
     torch = pytest.importorskip("torch")
     t = torch.ones(3, 3, dtype=torch.bfloat16, requires_grad=True)
@@ -715,7 +715,7 @@ def test_unwritable_folder_is_checked_before_work(tmp_path, capsys):
 def test_unwritable_folder_is_refused_before_any_computation(opt, tmp_path, capsys, monkeypatch):
     """The same check as above, runnable as root: the folder reports itself unwritable (os.access), and the
     analysis must not even start."""
-    import bounds_lib.spectra as P  # where the CLI takes compute_spectra from
+    import bounds_lib.analysis.spectra as P  # where the CLI takes compute_spectra from
 
     d = write_model(tmp_path / "m")
     ro = tmp_path / "ro"
@@ -731,7 +731,7 @@ def test_unwritable_folder_is_refused_before_any_computation(opt, tmp_path, caps
 def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monkeypatch):
     """--json and --plots: a figure that fails after the JSON is rendered leaves no JSON, no folder, and an
     existing report untouched."""
-    import bounds_lib.plotting as P  # where the CLI takes the figures from
+    import bounds_lib.analysis.plotting as P  # where the CLI takes the figures from
 
     d = write_model(tmp_path / "m")
     out = tmp_path / "out"
@@ -747,7 +747,7 @@ def test_failure_after_the_json_is_staged_leaves_nothing(tmp_path, capsys, monke
 
 
 def test_interrupt_during_rendering_says_nothing_was_written_truly(tmp_path, capsys, monkeypatch):
-    import bounds_lib.plotting as P  # where the CLI takes the figures from
+    import bounds_lib.analysis.plotting as P  # where the CLI takes the figures from
 
     d = write_model(tmp_path / "m")
     out = tmp_path / "out"

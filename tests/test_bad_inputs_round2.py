@@ -30,8 +30,8 @@ from test_bad_inputs import CONFIG, F, H, L, N, assert_one_clear_line, run_cli, 
 
 from bounds_lib.checkpoints import ACTIVATION_L_PHI, CheckpointError, detect_architecture, open_checkpoint
 from bounds_lib.cli import main
-from bounds_lib.scoring import analyze, score
-from bounds_lib.spectra import compute_spectra
+from bounds_lib.analysis.scoring import analyze, score
+from bounds_lib.analysis.spectra import compute_spectra
 
 SIZES = {"hidden": N, "heads": H, "intermediate": F, "layers": L}
 
@@ -349,7 +349,7 @@ def test_the_renames_happen_under_the_folder_lock(tmp_path, monkeypatch):
 
 _STOPPED_RUN = r"""
 import os, signal, sys, time
-import bounds_lib.cli as cli, bounds_lib.plotting as P
+import bounds_lib.cli as cli, bounds_lib.analysis.plotting as P
 model, out, when = sys.argv[1:4]
 if when == "rendering":
     def slow(rep):
@@ -459,7 +459,7 @@ def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
     no RuntimeWarning; the zero matrices are left out of the log axes and each panel says how many."""
     import warnings
 
-    from bounds_lib import plotting
+    from bounds_lib.analysis import plotting
 
     t = tensors()
     t["encoder.layer.0.attention.self.query.weight"][: N // H] = 0.0

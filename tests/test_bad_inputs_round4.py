@@ -1,6 +1,6 @@
 """Bad input, round four (issue 30, item 4): the newer families with malformed shapes, NaN/Inf in each
 family, configs whose ``model_type`` lies, shard indexes naming files outside the folder, symlink loops,
-and tampered results files given to ``python -m bounds_lib.reproduce``. The pool and Dask cases of the
+and tampered results files given to ``python -m bounds_lib.studies.reproduce``. The pool and Dask cases of the
 same round are in tests/test_stopping.py.
 
 Same contract as tests/test_bad_inputs.py (its helpers are reused): a refused case exits 1 with one
@@ -91,11 +91,11 @@ import numpy as np
 import pytest
 from test_bad_inputs import Q0, assert_one_clear_line, run_cli, sharded_model, tensors, write_model
 
-import bounds_lib.reproduce as P
-import bounds_lib.results as R
+import bounds_lib.studies.reproduce as P
+import bounds_lib.studies.results as R
 from bounds_lib.checkpoints import CheckpointError, detect_architecture, open_checkpoint
 from bounds_lib.cli import main
-from bounds_lib.scoring import analyze
+from bounds_lib.analysis.scoring import analyze
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -524,7 +524,7 @@ def test_a_tampered_results_file_is_one_line_before_any_training(case, tmp_path,
     cap = capsys.readouterr()
     lines = cap.err.strip().splitlines()
     assert rc == 1 and cap.out == "" and len(lines) == 1, cap.err
-    assert lines[0].startswith("python -m bounds_lib.reproduce: error: ") and fragment in lines[0], lines[0]
+    assert lines[0].startswith("python -m bounds_lib.studies.reproduce: error: ") and fragment in lines[0], lines[0]
 
 
 def test_a_huge_results_file_is_refused_unread(tmp_path, monkeypatch, capsys, never_train):
@@ -554,10 +554,11 @@ def test_a_changed_committed_number_is_not_reproduced(tmp_path, monkeypatch, cap
 
 def test_the_reproduce_process_prints_one_line_and_no_traceback(tmp_path):
     f = _tampered_file(tmp_path, "[" * 200_000 + "]" * 200_000)
-    code = ("import sys, bounds_lib.results as R; R.RESULTS_FILES['trained_grid'] = sys.argv[1]; "
-            "from bounds_lib.reproduce import main; sys.exit(main(sys.argv[2:]))")
+    code = ("import sys, bounds_lib.studies.results as R; R.RESULTS_FILES['trained_grid'] = sys.argv[1]; "
+            "from bounds_lib.studies.reproduce import main; sys.exit(main(sys.argv[2:]))")
     p = subprocess.run([sys.executable, "-c", code, str(f), "regenerate", "--rows", "trained_grid:0"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stdout == "" and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.strip().splitlines() == [f"python -m bounds_lib.reproduce: error: {f}: corrupted results file, "
+    assert p.stderr.strip().splitlines() == [f"python -m bounds_lib.studies.reproduce: error: {f}: corrupted "
+                                                 "results file, "
                                              "nested too deeply to be a results file"]

@@ -14,7 +14,7 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
   edge that hides more);
 * **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles,
   Markdown outputs such as tables);
-* **figures**: every image is a figure made with :func:`bounds_lib.style.use_book_style` (its SVG,
+* **figures**: every image is a figure made with :func:`bounds_lib.core.style.use_book_style` (its SVG,
   or a slider frame's PNG, records the smallest font size and panels per row, the PNG also its dpi),
   its smallest text is ≥ 10 pt at the size the page shows it at 1280 px and ≥ 9 CSS px on a 390 px
   phone, no row holds more than two panels, and it is sharp on a phone: vector (SVG), or a PNG with
@@ -371,10 +371,10 @@ def _figure_problems(img) -> tuple[str, dict | None, list[str]]:
 
     An SVG's ``BookDPI`` is :data:`SVG_CSS_DPI` (its natural width is its inches at 96 CSS px each).
     """
-    from bounds_lib.style import svg_metadata
+    from bounds_lib.core.style import svg_metadata
 
     url = urlsplit(img["src"])
-    if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.interactive)
+    if img["src"].startswith("data:image/png;base64,"):  # a frame of a slider (bounds_lib.teaching.interactive)
         path, name = io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), "slider frame"
     elif url.scheme != "file":
         return img["src"][:60], None, [f"{img['src'][:60]}: not a file of the build"]
@@ -384,13 +384,14 @@ def _figure_problems(img) -> tuple[str, dict | None, list[str]]:
         if path.suffix.lower() == ".svg":
             meta = svg_metadata(path.read_bytes())
             if "BookMinFontPt" not in meta:
-                return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.figure_svg"]
+                return name, None, [f"{name}: no BookMinFontPt metadata — made without "
+                                   "bounds_lib.core.style.figure_svg"]
             return name, {**meta, "BookDPI": str(SVG_CSS_DPI), "vector": "1"}, []
         if path.suffix.lower() != ".png":
-            return name, None, [f"{name}: not an SVG or PNG made with bounds_lib.style.use_book_style()"]
+            return name, None, [f"{name}: not an SVG or PNG made with bounds_lib.core.style.use_book_style()"]
     meta = _png_meta(path)
     if "BookMinFontPt" not in meta:
-        return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.style.use_book_style()"]
+        return name, None, [f"{name}: no BookMinFontPt metadata — made without bounds_lib.core.style.use_book_style()"]
     return name, meta, []
 
 

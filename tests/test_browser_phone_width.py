@@ -1,4 +1,4 @@
-"""No page is wider than a 390 px phone (issue 32): long inline code (``bounds_lib.propagation.
+"""No page is wider than a 390 px phone (issue 32): long inline code (``bounds_lib.theory.propagation.
 multihead_composition_bound()`` as a link) made Chapters 1 and 3 and the API page 413 / 472 / 687 px
 wide. ``book/_static/reader.css`` lets inline code break anywhere; wide display formulas and tables
 scroll inside their own box (tested in test_browser_layout.py), so the page itself never scrolls

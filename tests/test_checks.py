@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from bounds_lib import checks as C
-from bounds_lib import norms
+from bounds_lib.theory import norms
 from bounds_lib.checks import (VIOLATION_TOL, Falsification, adversarial_search, falsify, falsify_rounding,
                                falsify_shell_inflation, power_check, rounding_ratio)
-from bounds_lib.peeling import geometric_ratio, log_alpha_inflation, log_term, rounding_cost_bound, shell_top
+from bounds_lib.theory.peeling import geometric_ratio, log_alpha_inflation, log_term, rounding_cost_bound, shell_top
 
 
 def test_falsification_counts_and_worst():
@@ -248,34 +248,6 @@ def test_shell_inflation_messages():
         falsify_shell_inflation(np.random.default_rng(0), L=2, high=math.inf, trials=5)
 
 
-# ---------------------------------------------------------------- old import paths (one release)
-
-@pytest.mark.parametrize("module, name", [
-    ("norms", "falsify_norm_inequalities"), ("norms", "norm_inequality_ratios"),
-    ("interpolation", "falsify_split"), ("interpolation", "adversarial_split"), ("interpolation", "Falsification"),
-    ("propagation", "falsify_softmax"), ("propagation", "adversarial_layer_lipschitz"),
-    ("propagation", "falsify_composition"), ("peeling", "falsify_rounding"), ("peeling", "rounding_ratio"),
-    ("peeling", "falsify_shell_inflation"),
-])
-def test_old_paths_resolve_to_checks_with_a_deprecation_warning(module, name):
-    import importlib
-
-    mod = importlib.import_module(f"bounds_lib.{module}")
-    with pytest.warns(DeprecationWarning, match=rf"bounds_lib\.{module}\.{name} moved to bounds_lib\.checks\.{name}"):
-        obj = getattr(mod, name)
-    assert obj is getattr(C, name)
-    assert name not in mod.__all__   # the bound modules export only their mathematics
-
-
-def test_old_falsification_module_and_unknown_names():
-    from bounds_lib import falsification, peeling
-
-    assert falsification.Falsification is Falsification and falsification.falsify is falsify
-    assert falsification.power_check is power_check and falsification.VIOLATION_TOL == VIOLATION_TOL
-    with pytest.raises(AttributeError, match="has no attribute 'no_such_check'"):
-        peeling.no_such_check
-
-
 # ---- Chapter 5: the orders table against the theorem (issue 20) ----
 
 def test_log_factor_lemma_holds_and_the_search_has_power():
@@ -371,7 +343,7 @@ def test_check_parameter_perturbation_says_which_claim_fails(monkeypatch):
 def test_block_ratio_reads_the_qk_shape():
     """The indefinite W_QK = q·diag(−1, 1) on the witness's tokens gives its ratio; qI does not."""
     from bounds_lib.checks import _block_ratio
-    from bounds_lib.witnesses import _TOKENS, _rotation
+    from bounds_lib.checks.witnesses import _TOKENS, _rotation
     q, th = 30.0, 1e-7 / 30
     x = np.concatenate([[np.log(q)], _TOKENS.ravel(), (_TOKENS @ _rotation(th)).ravel()])
     e = np.exp(-q)

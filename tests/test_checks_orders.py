@@ -1,4 +1,4 @@
-"""The SymPy / closed-form checks of Chapters 1, 2, 5 and 6 (bounds_lib.checks_orders).
+"""The SymPy / closed-form checks of Chapters 1, 2, 5 and 6 (bounds_lib.checks.orders).
 
 Each check holds on the book's inputs and fails, naming the claim, on a deliberately wrong one: a
 wrong exponent, a wrong closed form, a grid with the wrong slope, a report with a moved p*.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from bounds_lib import checks_orders as CO
-from bounds_lib import orders as O
+from bounds_lib.checks import orders as CO
+from bounds_lib.theory import orders as O
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_checkpoints import synthetic_spectra  # noqa: E402
@@ -173,7 +173,7 @@ def test_printed_order_holds_and_a_rewritten_printed_form_is_caught():
 @pytest.fixture(scope="module")
 def full_rank_report():
     """A BERT-shaped report (L = 2, N = 8, H = 2, d_h = 4) with every p* = 0 at full rank."""
-    from bounds_lib.scoring import score
+    from bounds_lib.analysis.scoring import score
 
     return score(synthetic_spectra(L=2, H=2, N=8, d=4, sigma1=10.0, decay=0.9))
 
@@ -286,7 +286,7 @@ def test_balanced_covering_takes_the_chapters_own_symbols():
 def test_covering_endpoints_use_the_covering_passed_and_a_strict_growth():
     assert CO.check_covering_endpoints(2 * O.balanced_log_covering()).failed == [
         "Psi_0 is the claimed form", "Psi_2 is the claimed form"]
-    from bounds_lib.interpolation import log_covering_p0
+    from bounds_lib.theory.interpolation import log_covering_p0
 
     want = log_covering_p0(3, 4, 5, 1.0, 1e-3) / log_covering_p0(3, 4, 5, 1.0, 1e-1)
     r = CO.check_covering_endpoints(growth=want)
@@ -305,7 +305,7 @@ def test_architecture_tolerances_are_strict(full_rank_report):
     B_sum, B_rss = 2 * L * N_ * (math.sqrt(H) + 1) + math.sqrt(L), (2 * N_ + 1) * math.sqrt(L)
     r = CO.check_architecture_bound(rep, B_sum, B_rss, N_, H, d_h)
     assert repr(r) == f"B_ours from the shapes alone: 5 of 5 claims hold — B_sum = {B_sum:.6g}, B_rss = {B_rss:.6g}"
-    from bounds_lib.peeling import aggregate_sum
+    from bounds_lib.theory.peeling import aggregate_sum
 
     log_T0 = np.array([m.log_T0 for m in rep.matrices])
     for claim, diff in [("the sum of the terms T(W;0) is B_sum", abs(aggregate_sum(log_T0, L) - math.log(B_sum))),

@@ -10,7 +10,7 @@ import pytest
 import sympy as sp
 
 from bounds_lib import checks as CK
-from bounds_lib import orders as O
+from bounds_lib.theory import orders as O
 
 
 def test_check_result_summary_and_require():
@@ -34,10 +34,11 @@ def test_theorem_constants_hold_and_a_wrong_constant_is_caught():
 
 @pytest.mark.parametrize("slip", ["144 -> 12", "no sqrt 2", "p = 0 without its factor 2"])
 def test_theorem_constants_read_the_library_log_theta(slip):
-    """The check runs on bounds_lib.theorem.log_theta: a slip in that function (not in a typed formula) fails it."""
+    """The check runs on bounds_lib.theory.theorem.log_theta: a slip in that function (not in a typed formula) fails
+    it."""
     import math
 
-    from bounds_lib.theorem import log_theta
+    from bounds_lib.theory.theorem import log_theta
 
     def wrong(log_s, p, log_K, rows, cols):
         out = log_theta(log_s, p, log_K, rows, cols)

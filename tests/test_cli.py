@@ -257,7 +257,7 @@ def test_failed_plot_leaves_no_folder(tmp_path):
                                  ValueError("n_layers == 5, must be <= 2")])
 def test_type_and_value_errors_give_one_line(exc, tmp_path, capsys, monkeypatch):
     """The library's TypeError (wrong type) and ValueError (wrong value) both end as one clean line, exit 1."""
-    import bounds_lib.spectra
+    import bounds_lib.analysis.spectra
 
     _bert(tmp_path / "m")
     capsys.readouterr()
@@ -265,7 +265,7 @@ def test_type_and_value_errors_give_one_line(exc, tmp_path, capsys, monkeypatch)
     def fail(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(bounds_lib.spectra, "compute_spectra", fail)
+    monkeypatch.setattr(bounds_lib.analysis.spectra, "compute_spectra", fail)
     assert main(["analyze", str(tmp_path / "m"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert err == f"bounds-lib: error: {exc}\n"

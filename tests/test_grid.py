@@ -1,4 +1,4 @@
-"""The training grids (bounds_lib.grid): the small presets' format, the runner's backends (processes,
+"""The training grids (bounds_lib.studies.grid): the small presets' format, the runner's backends (processes,
 Dask), resuming, reuse, merging and the progress bar (Chapters 7–8). Regenerating the committed rows
 on this machine, to the measured tolerance: tests/test_reproduce.py."""
 import json
@@ -11,11 +11,11 @@ import sys
 import pytest
 import torch
 
-from bounds_lib import grid as G, results as R
-from bounds_lib.grid import SMALL_COMMON_LOSS_GRID, SMALL_GRID, grid_configs, main, run_config
-from bounds_lib.results import load_model
-from bounds_lib.scoring import PROXY_NAMES, single_head_proxies
-from bounds_lib.training import TrainConfig
+from bounds_lib.studies import grid as G, results as R
+from bounds_lib.studies.grid import SMALL_COMMON_LOSS_GRID, SMALL_GRID, grid_configs, main, run_config
+from bounds_lib.studies.results import load_model
+from bounds_lib.analysis.scoring import PROXY_NAMES, single_head_proxies
+from bounds_lib.studies.training import TrainConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "bounds_lib" / "data"
@@ -34,7 +34,7 @@ def test_small_grid_reproduces_the_format_and_checkpoints(tmp_path):
     assert main(["--out", str(out), "--small", "--weights-dir", str(tmp_path / "w")]) == 0
     small = json.loads(out.read_text())
     assert len(small["rows"]) == len(grid_configs(SMALL_GRID))
-    assert small["metadata"]["command"].startswith("python -m bounds_lib.grid --out")
+    assert small["metadata"]["command"].startswith("python -m bounds_lib.studies.grid --out")
     for r in small["rows"]:
         assert set(PROXY_NAMES) <= set(r["proxies"])
         assert math.isclose(r["gap_error"], r["test_error"] - r["train_error"], abs_tol=1e-12)
@@ -189,7 +189,7 @@ def test_progress_bar_goes_to_stderr_and_the_jsonl_log_is_kept(tmp_path):
     """tqdm on stderr (the JSON-lines progress file stays a log); TQDM_DISABLE=1 silences the bar."""
     env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"} | {"OMP_NUM_THREADS": "1"}
     out = tmp_path / "p.json"
-    cmd = [sys.executable, "-m", "bounds_lib.grid", "--out", str(out), "--preset", "study", "--small",
+    cmd = [sys.executable, "-m", "bounds_lib.studies.grid", "--out", str(out), "--preset", "study", "--small",
            "--select", "seed=0", "n_train=16", "rank=1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr

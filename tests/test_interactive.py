@@ -1,12 +1,12 @@
-"""bounds_lib.interactive: frames behind a slider, drawn from real and synthetic spectra."""
+"""bounds_lib.teaching.interactive: frames behind a slider, drawn from real and synthetic spectra."""
 import re
 
 import numpy as np
 import pytest
 
-from bounds_lib import interactive as I
-from bounds_lib.interpolation import entropy_low_rank_volumetric, entropy_tail_maurey
-from bounds_lib.peeling import posthoc_choice, posthoc_grid
+from bounds_lib.teaching import interactive as I
+from bounds_lib.theory.interpolation import entropy_low_rank_volumetric, entropy_tail_maurey
+from bounds_lib.theory.peeling import posthoc_choice, posthoc_grid
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from bounds_lib.interpolation import (balancing_tau, dudley_integral_exponent, entropy_frobenius, entropy_low_rank,
+from bounds_lib.theory.interpolation import (balancing_tau, dudley_integral_exponent, entropy_frobenius,
+                                             entropy_low_rank,
                                       log_covering_at_tau, log_covering_bound, rank_bound, svd_split,
                                       tail_bound_dimension, tail_bound_schatten)
-from bounds_lib.norms import schatten_power
+from bounds_lib.theory.norms import schatten_power
 
 
 def test_split_closed_form():

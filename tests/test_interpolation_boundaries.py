@@ -1,10 +1,10 @@
-"""Closed forms, exact boundaries and argument names in the errors of bounds_lib.interpolation
+"""Closed forms, exact boundaries and argument names in the errors of bounds_lib.theory.interpolation
 (written against the survivors of `make mutation MODULES=interpolation`, see tests/MUTATION.md)."""
 import numpy as np
 import pytest
 from scipy.integrate import quad
 
-from bounds_lib import interpolation as I
+from bounds_lib.theory import interpolation as I
 
 
 def test_split_at_sigma_equal_tau_goes_to_the_tail():

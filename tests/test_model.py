@@ -1,10 +1,10 @@
-"""bounds_lib.model: the paper's single-head Transformer in NumPy."""
+"""bounds_lib.theory.model: the paper's single-head Transformer in NumPy."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from bounds_lib import model as M
+from bounds_lib.theory import model as M
 
 
 def test_project_rows_is_projection_onto_unit_ball(rng):

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from tiny_checkpoints import synthetic_spectra
 
-from bounds_lib import norms
+from bounds_lib.theory import norms
 from bounds_lib.checkpoints import random_bert_state_dict
-from bounds_lib.norms import RANK_RTOL
-from bounds_lib.scoring import score
-from bounds_lib.spectra import SpectraCache, compute_spectra, head_product_spectra
+from bounds_lib.theory.norms import RANK_RTOL
+from bounds_lib.analysis.scoring import score
+from bounds_lib.analysis.spectra import SpectraCache, compute_spectra, head_product_spectra
 
 LN10 = math.log(10.0)
 
@@ -149,7 +149,7 @@ def test_every_log10_column_of_a_row_is_its_natural_log_over_ln10():
 def test_theta_uses_the_smaller_dimension():
     """Kills: θ with max(ℓ, m) for min(ℓ, m). Chapter 5's θ² = 2 (s(ℓ+m))^{2/(p+2)} (144 min(ℓ,m) m)^{p/(p+2)}
     K^{2p/(p+2)}, evaluated directly (no logs) for non-square shapes both ways round."""
-    from bounds_lib.theorem import log_theta
+    from bounds_lib.theory.theorem import log_theta
 
     s, K = 6.0, 3.5
     for rows, cols in ((8, 24), (24, 8), (5, 7)):
@@ -163,7 +163,7 @@ def test_theta_uses_the_smaller_dimension():
 def test_deviation_term_is_over_2n():
     """Kills: the theorem's deviation term with /n for /(2n): ``3 B √((log(4/δ) + Π)/(2n))`` (McDiarmid's
     bounded-difference rate for a loss in [0, B], B = 1), recomputed from the report's own Π."""
-    from bounds_lib.theorem import corrected_bound
+    from bounds_lib.analysis.corrected import corrected_bound
 
     for n, delta in ((1000, 0.05), (10**6, 0.01)):
         r = corrected_bound(synthetic_spectra(), n=n, T=16, delta=delta)
@@ -178,7 +178,7 @@ def test_deviation_term_is_over_2n():
 def test_bootstrap_interval_is_equal_tailed():
     """Kills: the percentile (1 − level) for (1 − level)/2. With draws 0, 1/1000, …, 1 the level-0.9
     interval is the 5th to the 95th percentile: 5 % of the draws below it and 5 % above."""
-    from bounds_lib.stats import _interval
+    from bounds_lib.studies.stats import _interval
 
     draws = np.arange(1001) / 1000
     for level in (0.9, 0.5):
@@ -196,7 +196,7 @@ def test_bootstrap_interval_edges():
     """The undefined cases of the percentile interval: no finite draw, or an undefined point value, give a
     NaN interval that still counts the draws; one finite draw is an interval of width 0; the level is
     checked on both sides, by name."""
-    from bounds_lib.stats import Interval, _interval
+    from bounds_lib.studies.stats import Interval, _interval
 
     def same(a, b):
         return all((x == y) or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
@@ -212,7 +212,7 @@ def test_bootstrap_interval_edges():
 
 
 def test_theta_of_a_scalar_p_is_a_float_and_vectorises():
-    from bounds_lib.theorem import log_theta
+    from bounds_lib.theory.theorem import log_theta
 
     one = log_theta(math.log(6.0), 1.0, math.log(3.5), 8, 24)
     assert type(one) is float
@@ -226,7 +226,7 @@ def test_dudley_factor_closed_form_and_tightness_at_large_lambda():
     (a coefficient 3 instead of 2 on √Λ would leave a third of the bound unused)."""
     from scipy.integrate import quad
 
-    from bounds_lib.theorem import dudley_factor
+    from bounds_lib.theory.theorem import dudley_factor
 
     for lam in (0.5, 4.0, 1e4):
         for B_w in (0.5, 1.0, 1.5, 3.0):
@@ -240,7 +240,7 @@ def test_dudley_factor_closed_form_and_tightness_at_large_lambda():
 def test_clean_sigma_tolerance_scales_with_sigma1_and_includes_equality():
     """The released tolerance ``RANK_RTOL·N·max(σ₁, 1)``: relative to σ₁ when σ₁ > 1, and a value equal to
     it is a zero (``σ ≤ tol``)."""
-    from bounds_lib.spectra import _clean_sigma
+    from bounds_lib.analysis.spectra import _clean_sigma
 
     N = 64
     for s1 in (1.0, 100.0, 0.5):
@@ -311,7 +311,7 @@ def test_L_phi_for_reads_the_activation_unless_given():
     from dataclasses import replace
 
     from bounds_lib.checkpoints import ACTIVATION_L_PHI
-    from bounds_lib.scoring import ScoringOptions
+    from bounds_lib.analysis.scoring import ScoringOptions
 
     arch = synthetic_spectra().arch
     for act in ("gelu", "relu", "silu", "sigmoid"):

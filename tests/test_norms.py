@@ -1,4 +1,4 @@
-"""bounds_lib.norms: closed-form spectra, property tests of every inequality, bad input."""
+"""bounds_lib.theory.norms: closed-form spectra, property tests of every inequality, bad input."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from bounds_lib import norms
+from bounds_lib.theory import norms
 
 
 def matrices(max_side=7):
@@ -163,7 +163,7 @@ def test_bad_p_rejected(p):
 
 @pytest.mark.parametrize("p", ["1", None, True, np.True_])
 def test_p_of_the_wrong_type_is_a_type_error(p):
-    """One rule (bounds_lib.validation): a wrong type is a TypeError, a bool is never a number."""
+    """One rule (bounds_lib.core.validation): a wrong type is a TypeError, a bool is never a number."""
     with pytest.raises(TypeError, match=r"^p \(a Schatten index of the paper, in \[0, 2\]\) must be a real number"):
         norms.schatten_power([1.0, 0.5], p)
     if isinstance(p, (bool, np.bool_)):   # an array of flags is refused like a flag

@@ -1,11 +1,11 @@
-"""Exact boundaries, closed forms and error messages of bounds_lib.norms (written against the
+"""Exact boundaries, closed forms and error messages of bounds_lib.theory.norms (written against the
 survivors of `make mutation MODULES=norms`, see tests/MUTATION.md)."""
 import math
 
 import numpy as np
 import pytest
 
-from bounds_lib import norms
+from bounds_lib.theory import norms
 from bounds_lib.checks import norm_inequality_ratios
 
 
@@ -152,7 +152,7 @@ def test_as_matrix_takes_torch_tensors_as_checkpoints_do():
 
 # ---- Dudley's bound for linear classes (Chapter 1) (moved from the harness tests, tests/test_checks.py) ----
 def test_dudley_linear_scaling():
-    from bounds_lib import norms
+    from bounds_lib.theory import norms
     b = [norms.dudley_bound_linear(n, 4) for n in (1000, 100_000)]
     assert np.isclose(b[0] / b[1], 10, rtol=0.02)  # n^{-1/2}
     assert np.isclose(norms.dudley_bound_linear(100_000, 16) / b[1], 2, rtol=0.02)  # √d
@@ -204,7 +204,7 @@ def test_norms_of_extreme_matrices_are_computed_scaled():
                 f(*args)
             assert str(err.value) == what
         # the scaling keeps the dtype (spectra scales float32 weights and computes in float32)
-        from bounds_lib.norms import _pow2_scaled
+        from bounds_lib.theory.norms import _pow2_scaled
 
         for dtype in (np.float32, np.float64):
             A, e = _pow2_scaled((W * 2.0**40).astype(dtype))

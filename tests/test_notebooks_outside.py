@@ -28,7 +28,7 @@ and that is what this module checks, each part able to fail:
 4. *two whole chapters* run there, from a reader's folder, as their generated notebooks, and every
    code cell prints what the book printed: ``ch05_main_bound`` (the most printed outputs, the MiniLM
    checkpoint package, SymPy) and ``ch08_spectrum`` (the package data, the book's plot style); both
-   glue through ``bounds_lib.glue`` without MyST-NB;
+   glue through ``bounds_lib.core.glue`` without MyST-NB;
 5. *no chapter names a repository path* in its code (``__file__``, a relative path to a file of the
    repository: that is how a chapter would reach the repository from a temporary folder), and the
    build configuration still runs the chapters in temporary folders.

@@ -103,7 +103,7 @@ def test_glue_shim_works_without_myst_nb(monkeypatch):
 
     import IPython.display
 
-    import bounds_lib.glue as glue_mod
+    import bounds_lib.core.glue as glue_mod
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda v: shown.append(v))

@@ -3,7 +3,7 @@ import math
 import pytest
 import sympy as sp
 
-from bounds_lib.orders import (AGGREGATIONS, REGIMES, SYMBOLS, TABLE_AS_PRINTED, balanced_log_covering,
+from bounds_lib.theory.orders import (AGGREGATIONS, REGIMES, SYMBOLS, TABLE_AS_PRINTED, balanced_log_covering,
                                dudley_integral, limit_in_depth, n_exponent, orders_table, printed_leading_order,
                                regime_term, released_term, term_from_covering)
 
@@ -38,7 +38,7 @@ def test_rss_table_matches_printed_and_sum_does_not():
 
 
 def test_log_factor_rows_and_geometric_depth_sum():
-    from bounds_lib.orders import edelman_order, log_K_factor, ours_order
+    from bounds_lib.theory.orders import edelman_order, log_K_factor, ours_order
     C, n, T = SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["T"]
     lr = ours_order("low_rank", "rss", log_factor=True)
     want = sp.sqrt(SYMBOLS["r"] * L * N) * sp.sqrt(sp.log(n * T * N) + sp.Max(L * sp.log(C) + sp.log(L), 0))
@@ -62,7 +62,7 @@ def test_ratios_vanish_in_depth(agg):
 
 
 def test_n_exponents_and_printed_inconsistency():
-    from bounds_lib.orders import frobenius_holder_term
+    from bounds_lib.theory.orders import frobenius_holder_term
     assert n_exponent(frobenius_holder_term(2)) == sp.Rational(3, 4)
     assert n_exponent(frobenius_holder_term(0)) == 1
     assert n_exponent(printed_leading_order(2)) == sp.Rational(2, 3)
@@ -77,7 +77,7 @@ def test_bad_regime():
 
 
 # ---- closed forms and exact messages (kill the mutants of `make mutation MODULES=orders`) ----
-from bounds_lib.orders import (balanced_tau, edelman_order, entropy_terms, log_K_factor, ours_order,  # noqa: E402
+from bounds_lib.theory.orders import (balanced_tau, edelman_order, entropy_terms, log_K_factor, ours_order,  # noqa: E402
                                trauger_tewari_order)
 
 
@@ -114,7 +114,7 @@ def test_defaults_and_log_factor_flag():
     T = regime_term("low_rank")
     assert sp.simplify(ours_order("low_rank", "rss") - sp.sqrt(L) * T) == 0          # default: no log factor
     assert orders_table() == orders_table("rss")
-    from bounds_lib.orders import table_log_factor
+    from bounds_lib.theory.orders import table_log_factor
     lf = orders_table("sum", log_factor=True)["spectral"]["ours"]
     assert sp.simplify(lf / (L * N * table_log_factor())) == 1
     assert sp.simplify(log_K_factor().subs({C: sp.E, L: 1})) == 1
@@ -143,7 +143,7 @@ def test_limit_in_depth_substitutes_one_plus_c():
 
 
 def test_regime_log_slope_is_p_free_and_nonnegative():
-    from bounds_lib.orders import regime_log_slope
+    from bounds_lib.theory.orders import regime_log_slope
     C, r = SYMBOLS["C"], SYMBOLS["r"]
     lr = regime_log_slope("low_rank")
     assert sp.simplify(sp.expand_log(lr - (2 * (L + 1) * sp.log(C) + 2 * sp.log(L) + sp.log(N) - sp.log(r)),
@@ -159,7 +159,7 @@ import itertools  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bounds_lib.orders import (frobenius_holder_term, log_factor_constant, table_log_factor,  # noqa: E402
+from bounds_lib.theory.orders import (frobenius_holder_term, log_factor_constant, table_log_factor,  # noqa: E402
                                theorem_log_factor)
 
 _ARGS = tuple(SYMBOLS[k] for k in ("n", "T", "N", "L", "C"))
@@ -258,7 +258,7 @@ def test_log_factor_lemma_property(n, T, N, Lv, Cv):
 @given(sig=st.lists(st.floats(1e-6, 1e3), min_size=1, max_size=12), CF=st.floats(1e-2, 1e2),
        logK=st.floats(-5, 40), extra=st.integers(0, 8))
 def test_frobenius_lemma_property(sig, CF, logK, extra):
-    from bounds_lib.peeling import log_term, posthoc_grid
+    from bounds_lib.theory.peeling import log_term, posthoc_grid
     N = len(sig) + extra                               # rank ≤ N
     s = np.array(sig) * CF / np.linalg.norm(sig)       # ‖W‖_F = C_F
     grid = posthoc_grid(1, N)

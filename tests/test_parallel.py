@@ -19,7 +19,7 @@ from bounds_lib.checkpoints import (
     open_checkpoint,
     part_tensor_names,
 )
-from bounds_lib.spectra import layer_spectra
+from bounds_lib.analysis.spectra import layer_spectra
 
 
 def _tiny_weights(family, rng, N=12, H=3, Hkv=1, F=20, L=2):
@@ -162,8 +162,8 @@ def test_bad_parts_are_refused(tmp_path):
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from bounds_lib import parallel as PAR  # noqa: E402
-from bounds_lib.spectra import compute_spectra  # noqa: E402
+from bounds_lib.analysis import parallel as PAR  # noqa: E402
+from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
 
 
 def _same_model(a, b):
@@ -312,7 +312,7 @@ def test_a_cluster_needs_the_weights_on_disk():
 
 
 class _CountComputations:
-    """Counts the units computed in this process (``bounds_lib.parallel._compute``)."""
+    """Counts the units computed in this process (``bounds_lib.analysis.parallel._compute``)."""
 
     def __init__(self, monkeypatch):
         self.units = []
@@ -447,7 +447,7 @@ def test_cli_jobs_and_resume(llama_dir, tmp_path, capsys):
 ])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_lean_path_agrees_with_the_dense_svd(tmp_path, monkeypatch, family, sizes, dtype):
-    from bounds_lib.devices import spectra_agree
+    from bounds_lib.analysis.devices import spectra_agree
 
     model = write_tiny(tmp_path / family, family, L=2, **sizes)
     dense = compute_spectra(model, dtype=dtype)
@@ -474,8 +474,8 @@ def test_the_lean_path_agrees_with_the_dense_svd(tmp_path, monkeypatch, family, 
 
 def test_the_lean_agreement_check_sees_a_changed_entry():
     """Power: the tolerance of the test above rejects the spectrum of a matrix with one entry changed by 1e-6."""
-    from bounds_lib.devices import spectra_agree
-    from bounds_lib.spectra import _dense_spectrum
+    from bounds_lib.analysis.devices import spectra_agree
+    from bounds_lib.analysis.spectra import _dense_spectrum
 
     W = np.random.default_rng(0).standard_normal((40, 100))
     s_lean = PAR._tsqr_spectrum(W, np.dtype("float64"))[0]
@@ -486,8 +486,8 @@ def test_the_lean_agreement_check_sees_a_changed_entry():
 
 
 def test_extreme_weights_are_scaled_in_the_lean_path_as_in_the_dense_one():
-    from bounds_lib.devices import spectra_agree
-    from bounds_lib.spectra import _dense_spectrum
+    from bounds_lib.analysis.devices import spectra_agree
+    from bounds_lib.analysis.spectra import _dense_spectrum
 
     W = np.random.default_rng(1).standard_normal((30, 70))
     for scale in (2.0 ** 600, 2.0 ** -600):
@@ -501,8 +501,8 @@ def test_extreme_weights_are_scaled_in_the_lean_path_as_in_the_dense_one():
 def test_extreme_weights_whose_largest_magnitude_is_negative_are_scaled_too():
     """The scale is set by the largest |entry|: weights of order −2⁶⁰⁰ with small positive entries are
     scaled like any others (their squares would overflow otherwise)."""
-    from bounds_lib.devices import spectra_agree
-    from bounds_lib.spectra import _dense_spectrum
+    from bounds_lib.analysis.devices import spectra_agree
+    from bounds_lib.analysis.spectra import _dense_spectrum
 
     W = -np.abs(np.random.default_rng(2).standard_normal((30, 70))) * 2.0 ** 600
     W[0, 0] = 1.0
@@ -516,7 +516,7 @@ def test_extreme_weights_whose_largest_magnitude_is_negative_are_scaled_too():
 def test_the_lean_path_factors_in_the_working_precision():
     """``--dtype float32`` factors in float32 (its rounding, ~1e-7 of σ₁, shows against float64), never
     silently in float64; both agree with the dense SVD within their own precision's bound."""
-    from bounds_lib.devices import spectra_agree
+    from bounds_lib.analysis.devices import spectra_agree
 
     W = np.random.default_rng(3).standard_normal((300, 40)).astype(np.float32)
     s32 = PAR._tsqr_spectrum(W, np.dtype("float32"))[0]
@@ -560,7 +560,7 @@ def test_device_reaches_every_unit(llama_dir, tmp_path, monkeypatch):
     assert seen == ["cpu"] * 9 and json.loads(out.read_text())["meta"]["device"] == "cpu"
     torch_cpu = compute_spectra(llama_dir, device="torch-cpu")
     here = compute_spectra(llama_dir)
-    from bounds_lib.devices import spectra_agree
+    from bounds_lib.analysis.devices import spectra_agree
 
     for a, b in zip(here.matrices, torch_cpu.matrices):
         assert spectra_agree(a.sigma, b.sigma, a.shape)[0]
@@ -676,7 +676,7 @@ def test_a_bfloat16_checkpoint_on_the_lean_path_agrees_with_the_dense_float64_sv
     """bfloat16 weights factored lean (TSQR from the stored precision) give the singular values of the dense
     float64 SVD of the same stored values (widened by torch, not by the library) within the agreement bound,
     and the dense path's norms: the stored precision is read exactly (bfloat16 is not float16)."""
-    from bounds_lib.devices import spectra_agree
+    from bounds_lib.analysis.devices import spectra_agree
 
     model, w = _write_bf16(tmp_path / "bf16", scale, L=1, N=32, H=4, Hkv=2, F=48)
     assert open_checkpoint(model).dtype("model.layers.0.mlp.down_proj.weight") == "BF16"
@@ -710,7 +710,7 @@ def test_a_lean_unit_is_factored_by_tsqr_from_its_own_stored_tensors_under_its_o
     from safetensors.numpy import save_file
 
     from bounds_lib.checkpoints import SafetensorsSource
-    from bounds_lib.spectra import SpectraCache
+    from bounds_lib.analysis.spectra import SpectraCache
 
     tensors, config = _tiny_weights("llama", np.random.default_rng(8), L=2, N=32, H=4, Hkv=2, F=48)
     model = tmp_path / "f16"
@@ -766,7 +766,7 @@ def test_a_worker_reopens_a_checkpoint_re_saved_with_another_header(llama_dir):
 def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
     """A stored unit comes back field for field (an expert's number, a NaN (1,1) norm, the shapes), and each
     stored unit adds one journal line: layer, part, key, host, pid, seconds (0.1 ms), peak memory."""
-    from bounds_lib.spectra import MatrixSpectrum
+    from bounds_lib.analysis.spectra import MatrixSpectrum
 
     folder = PAR._ResumeFolder(tmp_path / "r")
     mats = [MatrixSpectrum(2, 0, "QK", (4, 4), np.array([3.0, 1.0]), 5.0, float("nan")),
@@ -801,7 +801,7 @@ def test_the_unit_key_reads_no_device_as_the_cpu_and_keeps_devices_apart(llama_d
 def test_a_unit_file_that_needs_pickle_is_recomputed_not_loaded(tmp_path):
     """The resume folder loads plain arrays only: a unit file whose fields are Python objects (unpickling
     runs code) is treated as damaged, so the unit is computed again."""
-    from bounds_lib.spectra import MatrixSpectrum
+    from bounds_lib.analysis.spectra import MatrixSpectrum
 
     folder = PAR._ResumeFolder(tmp_path / "r")
     task = PAR.UnitTask(None, None, 0, "attention", "clean", "float64", False)
@@ -953,7 +953,7 @@ def test_a_mixture_of_experts_on_the_lean_path_keeps_each_experts_number(tmp_pat
     expert numbers (each expert's M_in and M_out its own), and singular values within the agreement bound."""
     from tiny_checkpoints import write_tiny_model
 
-    from bounds_lib.devices import spectra_agree
+    from bounds_lib.analysis.devices import spectra_agree
 
     model, _ = write_tiny_model(tmp_path / "mixtral", "mixtral")
     dense = compute_spectra(model)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from bounds_lib.norms import schatten_power
-from bounds_lib.peeling import (PosthocChoice, aggregate_rss, aggregate_sum, grid_resolution, log_term,
+from bounds_lib.theory.norms import schatten_power
+from bounds_lib.theory.peeling import (PosthocChoice, aggregate_rss, aggregate_sum, grid_resolution, log_term,
                                 posthoc_choice, posthoc_grid, round_up_to_grid, rounding_cost_bound, shell_index,
                                 shell_log_weight, union_bound_log_count, uniformity_penalty)
 
@@ -111,7 +111,7 @@ def test_bad_input(call):
     (lambda: aggregate_rss([0.0], 2.0), r"^L \(number of layers\) must be an integer, got float 2.0$"),
 ])
 def test_wrong_types_are_type_errors(call, pattern):
-    """One rule everywhere (bounds_lib.validation): grid_resolution(3.0, 8) refuses a float like
+    """One rule everywhere (bounds_lib.core.validation): grid_resolution(3.0, 8) refuses a float like
     log_scale_K(0, 0, 2.0) does; a bool is never a number."""
     with pytest.raises(TypeError, match=pattern):
         call()
@@ -123,7 +123,7 @@ def test_logsumexp_equals_scipys(xs):
     to a few units in the last place, -inf entries and both axes included."""
     from scipy.special import logsumexp as scipy_lse
 
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
 
     ours, ref = logsumexp(xs), float(scipy_lse(xs))
     assert isinstance(ours, float)
@@ -140,7 +140,7 @@ def test_logsumexp_equals_scipys(xs):
 def test_logsumexp_edge_cases_against_scipy():
     from scipy.special import logsumexp as scipy_lse
 
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
 
     assert logsumexp([-np.inf, -np.inf]) == scipy_lse([-np.inf, -np.inf]) == -np.inf
     assert logsumexp([np.inf, 1.0]) == scipy_lse([np.inf, 1.0]) == np.inf
@@ -156,7 +156,7 @@ def test_logsumexp_edge_cases_against_scipy():
 
 
 # ---- shells of the radii (Chapter 4, ch04-lem-shells) ----
-from bounds_lib.peeling import geometric_ratio, log_alpha_inflation, shell_top, shell_union_cost  # noqa: E402
+from bounds_lib.theory.peeling import geometric_ratio, log_alpha_inflation, shell_top, shell_union_cost  # noqa: E402
 
 
 def test_shell_index_exact_powers_and_ratio():
@@ -269,7 +269,7 @@ def test_posthoc_grid_exact_and_aggregation_edges():
 
 
 def test_logsumexp_axes_and_infinities():
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
     A = np.log(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
     assert logsumexp(A) == pytest.approx(math.log(21))
     np.testing.assert_allclose(logsumexp(A, axis=0), np.log([5.0, 7.0, 9.0]))
@@ -304,7 +304,7 @@ def test_log_alpha_inflation_shapes_and_constants():
 
 
 def test_more_messages_and_rejections():
-    from bounds_lib.peeling import rounding_cost_bound as rcb
+    from bounds_lib.theory.peeling import rounding_cost_bound as rcb
     with pytest.raises(ValueError, match=r"^N \(hidden size\) == 0, must be >= 1$"):
         log_term(0.0, 1.0, 0.0, 0)
     with pytest.raises(ValueError, match=r"^N \(hidden size\) == 0, must be >= 1$"):
@@ -341,7 +341,7 @@ def test_more_messages_and_rejections():
 
 
 def test_return_types_and_shapes():
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
     assert isinstance(log_term(0.0, 1.0, 0.0, 4), float)
     assert isinstance(shell_index(3.0), int) and shell_index(np.array([1.0, 3.0])).dtype.kind == "i"
     assert isinstance(shell_top(3.0), float)
@@ -363,7 +363,7 @@ def test_return_types_and_shapes():
 # ---- written against the survivors of `make mutation MODULES=peeling MUTATION_FLAGS=--bounds-only` ----
 
 def test_each_check_names_its_argument():
-    from bounds_lib.peeling import log_alpha_inflation, shell_index
+    from bounds_lib.theory.peeling import log_alpha_inflation, shell_index
 
     p_range = r"must be <= 2.0 \(Schatten indices of the paper lie in \[0, 2\]\)$"
     for call, pattern in [
@@ -387,7 +387,7 @@ def test_minus_infinity_is_a_valid_log_and_scalars_are_floats():
 def test_zero_logs_raise_no_warning():
     import warnings
 
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")                          # log 0 = -inf is expected, not warned
@@ -395,17 +395,3 @@ def test_zero_logs_raise_no_warning():
         c = posthoc_choice([0.0, 0.0], 0.0, 4, [0.0, 1.0])     # S_1 = 0: log S_1 = -inf
         assert c.log_T[1] == -np.inf
 
-
-def test_old_paths_warn_and_resolve():
-    import bounds_lib.checks as C
-    import bounds_lib.peeling as PLM
-
-    with pytest.warns(DeprecationWarning) as w:
-        f = PLM.falsify_rounding
-    assert f is C.falsify_rounding
-    assert str(w[0].message) == "bounds_lib.peeling.falsify_rounding moved to bounds_lib.checks.falsify_rounding"
-    assert w[0].filename != PLM.__file__                      # stacklevel=2: points past __getattr__, at a caller
-    with pytest.raises(AttributeError) as err:
-        PLM.no_such_function
-    assert str(err.value) == "module 'bounds_lib.peeling' has no attribute 'no_such_function'"
-    assert PLM.shell_top is shell_top                         # ordinary names are untouched

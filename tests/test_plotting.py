@@ -1,5 +1,5 @@
-"""The figures of Chapter 6 (:mod:`bounds_lib.plotting`), their one home: old names re-export them, the
-(1,1)-norm panels say when those norms were not computed, and bad arguments are named."""
+"""The figures of Chapter 6 (:mod:`bounds_lib.analysis.plotting`), the (1,1)-norm panels say when those norms were
+not computed, and bad arguments are named."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,10 +7,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from bounds_lib import plotting, proxies, report  # noqa: E402
+from bounds_lib.analysis import plotting  # noqa: E402
 from bounds_lib.checkpoints import random_bert_state_dict  # noqa: E402
-from bounds_lib.scoring import analyze, score  # noqa: E402
-from bounds_lib.spectra import compute_spectra  # noqa: E402
+from bounds_lib.analysis.scoring import analyze, score  # noqa: E402
+from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
 
 FIGURES = ("figure_spectral_decay", "figure_T_ratio", "figure_norms", "figure_p_star_histogram",
            "figure_prefix_depth", "figure_scaling")
@@ -19,13 +19,6 @@ FIGURES = ("figure_spectral_decay", "figure_T_ratio", "figure_norms", "figure_p_
 @pytest.fixture(scope="module")
 def model():
     return random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16, seed=3)
-
-
-def test_one_home_for_every_figure():
-    for name in FIGURES:
-        assert getattr(report, name) is getattr(plotting, name)
-        assert getattr(proxies, name) is getattr(plotting, name)
-    assert report.KIND_LABELS is proxies.KIND_LABELS is plotting.MATRIX_TYPE_LABELS
 
 
 def _texts(fig):

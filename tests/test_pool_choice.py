@@ -1,5 +1,5 @@
 """The default chooses a process pool only where it pays (issue 34): the cost model of
-:func:`bounds_lib.parallel.plan_pool`, the flop counts it rests on, the machine record it learns from,
+:func:`bounds_lib.analysis.parallel.plan_pool`, the flop counts it rests on, the machine record it learns from,
 and what ``run_units`` does with them (``jobs=0`` decides; ``jobs`` > 1 forces).
 
 The speed itself is measured by ``benchmarks/bench_pool.py`` (no timed asserts here)."""
@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-import bounds_lib.parallel as PAR
+import bounds_lib.analysis.parallel as PAR
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
-from bounds_lib.spectra import compute_spectra
+from bounds_lib.analysis.spectra import compute_spectra
 from tiny_checkpoints import bert_encoder_weights, write_tiny_bert
 
 
@@ -246,7 +246,8 @@ def test_the_record_keeps_only_plausible_values_and_makes_its_folder(tmp_path, m
     data[PAR._machine_key()]["svd_rate"] += [0.0, -1.0, 1e15, 9.9e14]
     f.write_text(json.dumps(data))
     assert PAR.machine_record()["svd_rate"] == [2e9, 9.9e14]
-    assert PAR.worker_start_seconds()[1] == "bounds_lib.parallel.WORKER_START_S (not yet measured on this machine)"
+    assert PAR.worker_start_seconds()[1] == ("bounds_lib.analysis.parallel.WORKER_START_S "
+                                            "(not yet measured on this machine)")
 
 
 def test_busy_cores_is_the_one_minute_load_and_zero_without_one(monkeypatch):

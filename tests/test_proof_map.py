@@ -13,7 +13,7 @@ established. The test fails when
 How a statement is established, in the page's words: *proved* (a ``{prf:proof}`` on the page),
 *cited* (a textbook result, or a proof that opens with ``*Cited:*`` and derives the rest),
 *reconstructed* (the title says so), *checked by* the named checks: the ``bounds_lib.checks`` and
-``bounds_lib.checks_orders`` functions and the ``bounds_lib.witnesses`` (``CK.name``, ``CO.name``,
+``bounds_lib.checks.orders`` functions and the ``bounds_lib.checks.witnesses`` (``CK.name``, ``CO.name``,
 ``WT.name``) called in an asserting code cell
 that either follows the statement or its proof directly (no prose between) or names the statement
 in a ``# checks: label, ...`` comment; an

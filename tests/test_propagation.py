@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from bounds_lib import model as M
-from bounds_lib.propagation import (LOG_TINY, LPHI_GELU_RELEASED, SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT,
+from bounds_lib.theory import model as M
+from bounds_lib.theory.propagation import (LOG_TINY, LPHI_GELU_RELEASED, SOFTMAX_LINF_L1_RELEASED,
+                                           SOFTMAX_LINF_L1_TIGHT,
                                     log_alpha, log_gamma, log_gamma_multihead, log_layer_lipschitz,
                                     log_layer_lipschitz_multihead, log_scale_K, multihead_block_forward,
                                     radius_allocation, softmax_jacobian_linf_l1)
@@ -138,7 +139,7 @@ def test_multihead_gamma_Mout_needs_C_Min():
 
 
 # ---- issue 20: the multi-head surrogate network and its composition theorem ----
-from bounds_lib.propagation import composition_bound, multihead_composition_bound, multihead_forward  # noqa: E402
+from bounds_lib.theory.propagation import composition_bound, multihead_composition_bound, multihead_forward  # noqa: E402
 
 
 def _as_multihead(net):

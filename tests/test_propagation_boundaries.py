@@ -1,10 +1,10 @@
-"""Closed forms, options and argument names in the errors of bounds_lib.propagation (written against
+"""Closed forms, options and argument names in the errors of bounds_lib.theory.propagation (written against
 the survivors of `make mutation MODULES=propagation`, see tests/MUTATION.md)."""
 import numpy as np
 import pytest
 
-from bounds_lib import model as M
-from bounds_lib import propagation as P
+from bounds_lib.theory import model as M
+from bounds_lib.theory import propagation as P
 
 
 def test_gamma_options_closed_forms():
@@ -135,7 +135,7 @@ def test_errors_name_the_argument(call, pattern):
     (lambda: P.log_effective_scale(0.0, 0.0, 2, 3, 1.0, learned_readout=1), r"^learned_readout must be True or False"),
 ])
 def test_wrong_types_are_type_errors(call, pattern):
-    """One rule (bounds_lib.validation): a wrong type is a TypeError; a bool is never a number; 2.0 is no count."""
+    """One rule (bounds_lib.core.validation): a wrong type is a TypeError; a bool is never a number; 2.0 is no count."""
     with pytest.raises(TypeError, match=pattern):
         call()
 
@@ -315,7 +315,7 @@ def test_bad_input_effective_scale(call):
 
 
 def test_composition_bound_closed_forms():
-    from bounds_lib import model as M
+    from bounds_lib.theory import model as M
     rng = np.random.default_rng(4)
     net = M.random_transformer(2, 3, rng, spectral_norm=0.7, act="tanh")
     X = rng.standard_normal((5, 4, 3))

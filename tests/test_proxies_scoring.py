@@ -1,6 +1,6 @@
-"""Closed forms of ``bounds_lib.scoring.score`` on small synthetic spectra (no checkpoint, no torch).
+"""Closed forms of ``bounds_lib.analysis.scoring.score`` on small synthetic spectra (no checkpoint, no torch).
 
-Every number of a :class:`~bounds_lib.scoring.BoundReport` is recomputed here in plain Python floats
+Every number of a :class:`~bounds_lib.analysis.scoring.BoundReport` is recomputed here in plain Python floats
 from the formulas of Chapter 6 (ch06-def-proxies) — ``Λ_k``, ``α``, ``γ`` (released form and with ``L_φ``),
 ``K = γαL``, ``T(W;p)`` on the grid ``𝒫_m``, ``p*``, ``B_ours`` (sum and root-sum-square),
 ``B_Edelman`` and its (1,1) analogue — for every option of :class:`ScoringOptions` (the ``L_φ``-in-γ
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from bounds_lib.checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
-from bounds_lib.scoring import BoundReport, ScoringOptions, log10_or_value, score
-from bounds_lib.spectra import MatrixSpectrum, ModelSpectra
+from bounds_lib.analysis.scoring import BoundReport, ScoringOptions, log10_or_value, score
+from bounds_lib.analysis.spectra import MatrixSpectrum, ModelSpectra
 
 REL = 1e-12
 L, N, H, D = 2, 6, 2, 3
@@ -261,10 +261,8 @@ def test_bad_scoring_constants_are_rejected_when_made(field, bad, exc):
         ScoringOptions(**{field: bad})
 
 
-def test_old_names_are_aliases():
+def test_select_picks_type_and_layer():
     rep = score(_spectra())
-    assert rep.log_B_edelman_11 == rep.log_B_11
-    assert all(m.kind == m.matrix_type for m in rep.matrices)
     assert rep.select("V", 1) == [m for m in rep.matrices if m.matrix_type == "V" and m.layer == 1]
 
 

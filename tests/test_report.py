@@ -1,4 +1,4 @@
-"""Tests of bounds_lib.report (Chapter 6's analysis, tables and figures) and bounds_lib.style."""
+"""Tests of bounds_lib.analysis.report (Chapter 6's analysis, tables and figures) and bounds_lib.core.style."""
 from __future__ import annotations
 
 import io
@@ -11,11 +11,11 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bounds_lib import report as R  # noqa: E402
-from bounds_lib.peeling import posthoc_choice  # noqa: E402
-from bounds_lib.scoring import score  # noqa: E402
-from bounds_lib.spectra import compute_spectra  # noqa: E402
-from bounds_lib.style import (  # noqa: E402
+from bounds_lib.analysis import report as R  # noqa: E402
+from bounds_lib.theory.peeling import posthoc_choice  # noqa: E402
+from bounds_lib.analysis.scoring import score  # noqa: E402
+from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
+from bounds_lib.core.style import (  # noqa: E402
     book_subplots,
     figure_png,
     figure_svg,
@@ -262,7 +262,7 @@ def test_book_style_displays_one_output_in_svg_and_png():
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance()\n"
         "import matplotlib; matplotlib.use('agg')\n"
-        "from bounds_lib.style import use_book_style, book_subplots, svg_metadata\n"
+        "from bounds_lib.core.style import use_book_style, book_subplots, svg_metadata\n"
         "use_book_style()\n"
         "fig, ax = book_subplots(); ax.plot([0, 1])\n"
         "data, _ = ip.display_formatter.format(fig)\n"
@@ -281,7 +281,7 @@ def test_book_style_displays_one_output_in_svg_and_png():
 def test_svg_output_in_process():
     import matplotlib.pyplot as plt
 
-    from bounds_lib import style
+    from bounds_lib.core import style
 
     use_book_style()
     # IPython's rule, as for the PNG: a figure with nothing drawn shows no image at all

@@ -1,4 +1,4 @@
-"""The comparison of regenerated with committed rows and the measured tolerance (bounds_lib.reproduce;
+"""The comparison of regenerated with committed rows and the measured tolerance (bounds_lib.studies.reproduce;
 the measurement: benchmarks/cpu_spread.py). Fast: no training (the regenerations are in
 tests/test_reproduce_regenerate.py)."""
 import json
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bounds_lib import reproduce as P
-from bounds_lib.results import RESULTS_FILES, load_results
+from bounds_lib.studies import reproduce as P
+from bounds_lib.studies.results import RESULTS_FILES, load_results
 
 TABLE = P.load_tolerances()
 
@@ -102,7 +102,7 @@ def test_a_changed_results_file_is_refused(monkeypatch):
         d = real(name)
         return dict(d, rows=d["rows"][1:])
 
-    monkeypatch.setattr("bounds_lib.results.load_results", shifted)
+    monkeypatch.setattr("bounds_lib.studies.results.load_results", shifted)
     with pytest.raises(ValueError, match="not the row the tolerance was measured on"):
         P.reference_rows("trained_grid")
 
@@ -271,7 +271,7 @@ def test_reference_rows_refuses_unknown_results_and_rows_past_the_end(monkeypatc
         d = real(name)
         return dict(d, rows=d["rows"][:TABLE["reference_rows"][0]["index"]])
 
-    monkeypatch.setattr("bounds_lib.results.load_results", truncated)
+    monkeypatch.setattr("bounds_lib.studies.results.load_results", truncated)
     with pytest.raises(ValueError, match=r"row \d+ is not the row the tolerance was measured on; rerun "
                                          r"benchmarks/cpu_spread\.py$"):
         P.reference_rows(TABLE["reference_rows"][0]["results"])
@@ -323,7 +323,7 @@ def test_cli_help_and_usage(capsys):
     with pytest.raises(SystemExit) as exc:
         P.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
-    assert exc.value.code == 0 and out.startswith("usage: python -m bounds_lib.reproduce [-h]")
+    assert exc.value.code == 0 and out.startswith("usage: python -m bounds_lib.studies.reproduce [-h]")
     for text in ("Regenerate committed results rows on this machine.", "{check,regenerate}",
                  "torch threads (default 1, as the grids ran)", "--rows RESULTS:INDEX [RESULTS:INDEX ...]",
                  "rows to regenerate (regenerate only; default: the reference rows)"):

@@ -1,6 +1,6 @@
 """Committed rows regenerate on this machine within the measured tolerance, bit for bit twice, and the
 check has power against the smallest changes that matter; another CPU simulated in a subprocess
-(bounds_lib.reproduce). These tests train models (a few seconds each)."""
+(bounds_lib.studies.reproduce). These tests train models (a few seconds each)."""
 import json
 import math
 import os
@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from bounds_lib import reproduce as P
-from bounds_lib import training as TR
-from bounds_lib.grid import run_config
-from bounds_lib.training import TrainConfig
+from bounds_lib.studies import reproduce as P
+from bounds_lib.studies import training as TR
+from bounds_lib.studies.grid import run_config
+from bounds_lib.studies.training import TrainConfig
 
 TABLE = P.load_tolerances()
 
@@ -73,7 +73,7 @@ def test_power_against_one_flipped_training_label(monkeypatch):
 def _regenerate_elsewhere(specs, env):
     """Rows regenerated in a subprocess that takes other CPU code paths."""
     base = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
-    cmd = [sys.executable, "-m", "bounds_lib.reproduce", "regenerate", "--rows", *specs]
+    cmd = [sys.executable, "-m", "bounds_lib.studies.reproduce", "regenerate", "--rows", *specs]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=base | env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return [r["row"] for r in json.loads(proc.stdout)]

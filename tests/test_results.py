@@ -1,4 +1,4 @@
-"""Results files and single-head checkpoints (bounds_lib.results): the checkpoint round trip, refusing
+"""Results files and single-head checkpoints (bounds_lib.studies.results): the checkpoint round trip, refusing
 files of another version or corrupted ones, and the committed files loading from the package (Chapters 7–8)."""
 import json
 import pathlib
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib import results as R
-from bounds_lib.model import forward, random_transformer
-from bounds_lib.results import load_model, save_model
-from bounds_lib.scoring import single_head_proxies
-from bounds_lib.training import TrainConfig, train
+from bounds_lib.studies import results as R
+from bounds_lib.theory.model import forward, random_transformer
+from bounds_lib.studies.results import load_model, save_model
+from bounds_lib.analysis.scoring import single_head_proxies
+from bounds_lib.studies.training import TrainConfig, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "bounds_lib" / "data"
@@ -99,10 +99,10 @@ def test_rerun_command_of_every_committed_file(name):
 
 
 def test_rerun_command_wraps_and_refuses():
-    meta = {"command": "python -m bounds_lib.grid --select a=1 b=2 c=3 d=4 e=5 f=6 --jobs 2"}
+    meta = {"command": "python -m bounds_lib.studies.grid --select a=1 b=2 c=3 d=4 e=5 f=6 --jobs 2"}
     assert R.rerun_command(meta) == meta["command"]
     narrow = R.rerun_command(meta, width=30).splitlines()
-    assert narrow[0] == "python -m bounds_lib.grid \\"
+    assert narrow[0] == "python -m bounds_lib.studies.grid \\"
     # an option with more values than fit: its values continue on the next line, within the width
     assert all(len(line) <= 30 for line in narrow) and "    --select a=1 b=2 c=3 d=4 \\" in narrow
     other = R.rerun_command({"command": "bounds-lib analyze model --json out.json"}, width=30)
@@ -125,7 +125,7 @@ def test_rerun_command_edges():
     # an option keeps its value on its line: "--preset" alone would fit after "--out x.json" at 50
     meta = {"command": f"{grid} --out x.json --preset study"}
     assert R.rerun_command(meta, width=50).splitlines() == [f"{grid} --out x.json \\", "    --preset study"]
-    # the head alone on the first line when even "-m bounds_lib.grid" would not follow "python"
+    # the head alone on the first line when even "-m bounds_lib.studies.grid" would not follow "python"
     assert R.rerun_command(meta, width=24).splitlines()[0] == f"{grid} \\"
     # an option with its values exactly filling a line (4 + 24 = 28 = 30 - 2) stays whole ...
     whole = {"command": f"{grid} --select aaaaa=1 bb=2 cc"}
@@ -140,7 +140,7 @@ def test_rerun_command_edges():
     assert R.rerun_command(meta, width=20).startswith(grid)
     with pytest.raises(ValueError, match="width must be an integer of at least 20 characters, not 25.0"):
         R.rerun_command(meta, width=25.0)
-    with pytest.raises(ValueError, match=r"records no command \(metadata\['command'\], which bounds_lib.grid "
+    with pytest.raises(ValueError, match=r"records no command \(metadata\['command'\], which bounds_lib.studies.grid "
                                          r"writes into every results file\)"):
         R.rerun_command({"command": None})
 

@@ -13,9 +13,9 @@ import shutil
 import numpy as np
 import pytest
 
-import bounds_lib.parallel as PAR
+import bounds_lib.analysis.parallel as PAR
 from bounds_lib.checkpoints import open_checkpoint
-from bounds_lib.spectra import compute_spectra
+from bounds_lib.analysis.spectra import compute_spectra
 from test_parallel import _same_model, write_tiny
 
 
@@ -118,7 +118,7 @@ def test_an_entry_of_the_old_format_is_recomputed(tmp_path):
 
 
 def test_changing_only_the_activation_reuses_the_spectra(tmp_path):
-    from bounds_lib.scoring import score
+    from bounds_lib.analysis.scoring import score
 
     model = write_tiny(tmp_path / "m", "llama", L=2, N=32, H=4, Hkv=2, F=48)
     folder = tmp_path / "res"

@@ -1,4 +1,4 @@
-"""The one scoring core of :mod:`bounds_lib.scoring` shared by the single-head (Chapter 7) and multi-head
+"""The one scoring core of :mod:`bounds_lib.analysis.scoring` shared by the single-head (Chapter 7) and multi-head
 (Chapter 6) proxies: ``log_edelman_bound`` against hand-computed closed forms, its two summation orders
 against each other, and the two architectures' paths against each other on a model both can express."""
 import math
@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from bounds_lib.model import random_transformer
-from bounds_lib.peeling import posthoc_choice, posthoc_grid
-from bounds_lib.scoring import (
+from bounds_lib.theory.model import random_transformer
+from bounds_lib.theory.peeling import posthoc_choice, posthoc_grid
+from bounds_lib.analysis.scoring import (
     LN10,
     MULTI_HEAD_MATRIX_TYPES,
     SINGLE_HEAD_MATRIX_TYPES,
@@ -55,7 +55,7 @@ def test_the_two_summation_orders_agree(rng):
 def test_each_summation_order_is_the_one_its_chapter_committed(rng):
     # bit for bit: "by_layer" is Chapter 6's order, "flat" the single-head order of Chapters 7–8's
     # committed results; on inputs where the two orders round differently, each must keep its own
-    from bounds_lib.peeling import logsumexp
+    from bounds_lib.theory.peeling import logsumexp
 
     c = 2.0 / 3.0
     differ = 0
@@ -103,7 +103,7 @@ def test_single_and_multi_head_paths_agree_on_a_one_head_model(tmp_path, rng):
     has the same ``α``, the same ``T*`` and ``p*`` per matrix, and the same ``B_Edelman`` summands apart
     from the multi-head form's extra ``(C(M_out)‖M_in‖_{2,1})^{2/3}`` term."""
     pytest.importorskip("safetensors")
-    from bounds_lib.results import save_model
+    from bounds_lib.studies.results import save_model
 
     model = random_transformer(3, 6, rng, spectral_norm=0.8)
     save_model(model, tmp_path / "ck")

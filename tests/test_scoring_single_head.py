@@ -1,4 +1,4 @@
-"""The proxies of the paper's single-head model (bounds_lib.scoring.single_head_proxies, Chapter 7): closed
+"""The proxies of the paper's single-head model (bounds_lib.analysis.scoring.single_head_proxies, Chapter 7): closed
 forms on scaled identities, and agreement with the multi-head path of Chapter 6 on the saved checkpoint."""
 import math
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib.model import Block, SingleHeadTransformer
-from bounds_lib.results import save_model
-from bounds_lib.scoring import single_head_proxies
-from bounds_lib.training import TrainConfig, train
+from bounds_lib.theory.model import Block, SingleHeadTransformer
+from bounds_lib.studies.results import save_model
+from bounds_lib.analysis.scoring import single_head_proxies
+from bounds_lib.studies.training import TrainConfig, train
 
 
 def scaled_identity(L, N, c):
@@ -47,14 +47,14 @@ def test_proxies_closed_form_small_weights_and_depth_weight():
 
 
 def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
-    """bounds_lib.proxies.analyze (the BERT path of Chapter 6) on the saved one-head checkpoint.
+    """bounds_lib.analysis.scoring.analyze (the BERT path of Chapter 6) on the saved one-head checkpoint.
 
     The checkpoint stores M_in = I, so per-matrix T* and p* of QK, Ṽ = W_V and M_out = W_M must equal
     the single-head ones, and B_ours (sum) must equal ours once the identity M_in terms are removed.
     """
     from scipy.special import logsumexp
 
-    from bounds_lib.proxies import analyze
+    from bounds_lib.analysis.scoring import analyze
 
     torch.set_num_threads(1)
     model = train(TrainConfig(L=3, N=8, n_train=32, T=8, s=3, steps=10, n_test=64, seed=2)).model
@@ -63,13 +63,13 @@ def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
     ours = single_head_proxies(model)
     kind_of = {"QK": "QK", "V": "V", "M_out": "M"}
     for m in rep.matrices:
-        if m.kind == "M_in":
+        if m.matrix_type == "M_in":
             assert m.sigma1 == 1.0
             continue
-        a = kind_of[m.kind]
+        a = kind_of[m.matrix_type]
         assert m.p_star == ours["p_star"][a][m.layer]
         assert math.isclose(m.log_T_star / math.log(10), ours["log10_T_star"][a][m.layer], rel_tol=1e-12)
-    log_T = [m.log_T_star for m in rep.matrices if m.kind != "M_in"]
+    log_T = [m.log_T_star for m in rep.matrices if m.matrix_type != "M_in"]
     ours_sum = float(np.logaddexp(logsumexp(log_T), 0.5 * math.log(model.L))) / math.log(10)
     assert math.isclose(ours_sum, ours["B_ours_sum"], rel_tol=1e-12)
 
@@ -78,10 +78,11 @@ def test_multihead_proxies_of_the_checkpoint_agree(tmp_path):
 def test_every_field_against_a_direct_computation(act):
     # L = 2 and a random model: the closed forms above (L = 1, c·I) cannot tell 3·L·N² from 3/L·N², nor
     # ‖W‖_F = √Σσ² from √Σ2σ at c = 2; here every field is recomputed from its definition
-    from bounds_lib.model import random_transformer
-    from bounds_lib.norms import norm_11, norm_21, singular_values
-    from bounds_lib.propagation import LPHI_GELU_RELEASED, log_alpha, log_layer_lipschitz
-    from bounds_lib.scoring import SINGLE_HEAD_MATRIX_TYPES, log_edelman_bound
+    from bounds_lib.theory.model import random_transformer
+    from bounds_lib.theory.norms import norm_11, norm_21, singular_values
+    from bounds_lib.theory.propagation import LPHI_GELU_RELEASED, log_alpha, log_layer_lipschitz
+    from bounds_lib.theory.model import SINGLE_HEAD_MATRIX_TYPES
+    from bounds_lib.analysis.scoring import log_edelman_bound
 
     model = random_transformer(2, 5, np.random.default_rng(3), spectral_norm=1.7, act=act)
     P = single_head_proxies(model)

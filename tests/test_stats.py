@@ -1,5 +1,5 @@
 """Rank statistics (Kendall's tau, the granulated psi, scaling slopes), their bootstrap intervals, the ICC and
-the sign check (bounds_lib.stats, Chapters 7-8)."""
+the sign check (bounds_lib.studies.stats, Chapters 7-8)."""
 import math
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import kendalltau
 
-from bounds_lib import results as R, stats as S
+from bounds_lib.studies import results as R, stats as S
 
 
 @settings(max_examples=60, deadline=None)

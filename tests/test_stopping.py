@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bounds_lib.parallel as PAR
+import bounds_lib.analysis.parallel as PAR
 from tiny_checkpoints import bert_encoder_weights, write_tiny_bert
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
@@ -154,7 +154,7 @@ def test_the_watchdog_alone_ends_a_worker_whose_parent_died(tmp_path):
     child = ("import ctypes, os, sys, time\n"
              "def no(*a, **k): raise OSError('prctl disabled by the test')\n"
              "ctypes.CDLL = no\n"
-             "from bounds_lib.parallel import _worker_init\n"
+             "from bounds_lib.analysis.parallel import _worker_init\n"
              "_worker_init(os.getppid())\n"
              f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
              "time.sleep(120)\n")
@@ -174,7 +174,7 @@ def test_the_watchdog_alone_ends_a_worker_whose_parent_died(tmp_path):
 
 
 def test_a_worker_whose_parent_is_already_gone_exits_at_once():
-    r = subprocess.run([sys.executable, "-c", "from bounds_lib.parallel import _worker_init\n_worker_init(1)\n"
+    r = subprocess.run([sys.executable, "-c", "from bounds_lib.analysis.parallel import _worker_init\n_worker_init(1)\n"
                         "import time; time.sleep(30)"], env=ENV, timeout=60)
     assert r.returncode == 1
 
@@ -298,7 +298,7 @@ def test_a_unit_timeout_bounds_a_stuck_worker():
 
 def test_the_grid_scheduler_has_the_same_deadlines(monkeypatch, tmp_path):
     pytest.importorskip("distributed")
-    from bounds_lib import grid
+    from bounds_lib.studies import grid
 
     monkeypatch.setattr(PAR, "SCHEDULER_TIMEOUT_S", 1.0)
     address, close = _silent_listener()
@@ -403,7 +403,7 @@ def test_a_worker_killed_mid_unit_is_one_clear_error(monkeypatch, tmp_path):
     """A worker ended by a signal (as the OOM killer does) is a ClusterError naming memory, not a traceback."""
     from concurrent.futures.process import BrokenProcessPool
 
-    from bounds_lib.spectra import compute_spectra
+    from bounds_lib.analysis.spectra import compute_spectra
 
     folder = write_tiny_bert(tmp_path / "m", weights=bert_encoder_weights(hidden=32, intermediate=64, layers=2))
 

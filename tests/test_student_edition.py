@@ -52,7 +52,7 @@ Intro with $\\norm{W}_2$, as in {cite}`sakai2026spectrum`, using {prf:ref}`ch01-
 and {ref}`the section <ch01-sec>` of {ref}`Chapter 1 <ch01_demo>`.
 
 ```{code-cell} ipython3
-from bounds_lib.glue import glue
+from bounds_lib.core.glue import glue
 glue("x_val", 3.14159, display=False)
 glue("n_val", 42)
 ```

@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib import stats as S
-from bounds_lib import study as ST
-from bounds_lib.grid import ROBUST_GRID, SMALL_ROBUST_GRID, grid_configs, robust_configs, run_grid
-from bounds_lib.model import forward
-from bounds_lib.norms import singular_values
-from bounds_lib.results import check_results
-from bounds_lib.tasks import (BooleanTask, all_bits, bit_index, encode, planted_teacher, sample, teacher_labels_all,
+from bounds_lib.studies import stats as S
+from bounds_lib.studies import study as ST
+from bounds_lib.studies.grid import ROBUST_GRID, SMALL_ROBUST_GRID, grid_configs, robust_configs, run_grid
+from bounds_lib.theory.model import forward
+from bounds_lib.theory.norms import singular_values
+from bounds_lib.studies.results import check_results
+from bounds_lib.studies.tasks import (BooleanTask, all_bits, bit_index, encode, planted_teacher, sample,
+                                      teacher_labels_all,
                               token_embedding)
-from bounds_lib.training import TrainConfig, exact_population, train
+from bounds_lib.studies.training import TrainConfig, exact_population, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,7 +130,7 @@ def test_distance_to_init_is_the_euclidean_norm_of_the_parameter_change():
 def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bayes_bound(dtype):
     """A trained model's ``dist_init`` is ``√Σ(θ − θ₀)²`` against its own seeded initialisation in its own
     precision (summed here in NumPy), and the PAC-Bayes bound's KL term takes its square."""
-    from bounds_lib.training import initial_model
+    from bounds_lib.studies.training import initial_model
 
     cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1)
     res = train(cfg, dtype=dtype)
@@ -146,8 +147,8 @@ def test_study_measures_store_the_distance_to_init_and_its_square_in_the_pac_bay
 def test_study_measures_by_their_definitions():
     """γ, Bartlett et al.'s spectral complexity (spectral norms by SVD, (2,1) norms, the readout's norm) and
     the sharpness drawn with the generator seed 1000 + the run's seed (seed 1 here: 1000 − 1 would differ)."""
-    from bounds_lib.norms import norm_21
-    from bounds_lib.training import TRAIN_STREAM
+    from bounds_lib.theory.norms import norm_21
+    from bounds_lib.studies.training import TRAIN_STREAM
 
     cfg = TrainConfig(kind="teacher", T=8, s=1, N=4, L=1, n_train=32, n_test=256, steps=30, lr=0.03, teacher_rank=1,
                       seed=1)
@@ -302,7 +303,7 @@ def test_small_robust_grid_rows_carry_the_study_measures():
 
 
 def test_the_cluster_replication_is_configured():
-    from bounds_lib.grid import PRESETS, ROBUST_LARGE_GRID
+    from bounds_lib.studies.grid import PRESETS, ROBUST_LARGE_GRID
 
     configs = robust_configs(ROBUST_LARGE_GRID)
     assert len(configs) == len(set(configs)) == 5 * (64 + 10)
@@ -325,8 +326,8 @@ def test_conditional_mi_detects_information_and_its_permutation_null_does_not_on
 def test_committed_results_are_the_preregistered_grid():
     import json
 
-    from bounds_lib.results import load_results
-    from bounds_lib.training import TrainConfig
+    from bounds_lib.studies.results import load_results
+    from bounds_lib.studies.training import TrainConfig
 
     d = load_results("robust")
     assert d["metadata"]["grid"] == json.loads(json.dumps(ROBUST_GRID))
@@ -340,8 +341,8 @@ def test_committed_results_are_the_preregistered_grid():
 def test_robust_preset_runs_from_the_command_line_and_resumes(tmp_path):
     import json
 
-    from bounds_lib.grid import main
-    from bounds_lib.results import read_results
+    from bounds_lib.studies.grid import main
+    from bounds_lib.studies.results import read_results
 
     out = tmp_path / "robust.json"
     assert main(["--preset", "robust", "--small", "--out", str(out), "--select", "seed=0", "n_train=16"]) == 0

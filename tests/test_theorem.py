@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 
-from bounds_lib.peeling import log_term
-from bounds_lib.theorem import corrected_bound, dudley_factor, log_theta
+from bounds_lib.theory.peeling import log_term
+from bounds_lib.analysis.corrected import corrected_bound
+from bounds_lib.theory.theorem import dudley_factor, log_theta
 
 
 def test_log_theta_closed_forms():
@@ -61,7 +62,7 @@ def test_rank_parameter_count_is_theta_at_p_zero():
     # the p* = 0 finding: when every matrix picks p = 0, Θ = √(Σ s_j(d_j + d'_j) + N) · D exactly
     from bounds_lib import compute_spectra
     from bounds_lib.checkpoints import random_bert_state_dict
-    from bounds_lib.theorem import rank_parameter_count
+    from bounds_lib.analysis.corrected import rank_parameter_count
     state, config = random_bert_state_dict(n_layers=2, hidden=8, n_heads=2)
     spectra = compute_spectra(state, config=config)
     rep = corrected_bound(spectra, n=100_000, T=128)
@@ -75,6 +76,6 @@ def test_rank_parameter_count_is_theta_at_p_zero():
 
 def test_rank_parameter_count_floors_a_zero_rank_at_one_only():
     from types import SimpleNamespace as NS
-    from bounds_lib.theorem import rank_parameter_count
+    from bounds_lib.analysis.corrected import rank_parameter_count
     spectra = NS(arch=NS(n_layers=4), matrices=[NS(rank=1, shape=(2, 3)), NS(rank=0, shape=(4, 4))])
     assert rank_parameter_count(spectra, shells=False) == 1 * 5 + 1 * 8   # rank 0 counts as 1, as in Θ

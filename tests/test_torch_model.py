@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib.model import forward, hidden_states, random_transformer
-from bounds_lib.torch_model import TorchTransformer, from_numpy, project_rows, to_numpy
+from bounds_lib.theory.model import forward, hidden_states, random_transformer
+from bounds_lib.studies.torch_model import TorchTransformer, from_numpy, project_rows, to_numpy
 
 
 @pytest.mark.parametrize("act", ["gelu", "relu", "tanh", "identity"])

@@ -1,10 +1,10 @@
-"""Tables and figures of Chapters 7–8 (bounds_lib.trained_report) on the committed results."""
+"""Tables and figures of Chapters 7–8 (bounds_lib.studies.trained_report) on the committed results."""
 import math
 
 import numpy as np
 import pytest
 
-from bounds_lib import results as R, stats as S, trained_report as T
+from bounds_lib.studies import results as R, stats as S, trained_report as T
 
 
 def test_corrected_theorem_on_stored_spectra():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bounds_lib.tasks import BooleanTask, boolean_labels, encode, sample, task_support, token_embedding
-from bounds_lib.training import TrainConfig, evaluate, logistic_loss, train
-from bounds_lib.torch_model import TorchTransformer
+from bounds_lib.studies.tasks import BooleanTask, boolean_labels, encode, sample, task_support, token_embedding
+from bounds_lib.studies.training import TrainConfig, evaluate, logistic_loss, train
+from bounds_lib.studies.torch_model import TorchTransformer
 
 TINY = TrainConfig(L=2, N=8, n_train=32, T=8, s=3, steps=12, n_test=128, seed=5)
 
@@ -178,7 +178,7 @@ def test_chapter8_choices_round_trip_and_reject_bad_values():
 def test_low_rank_model_has_rank_at_most_r():
     torch.set_num_threads(1)
     res = train(dataclasses.replace(TINY, rank=2, steps=5))
-    from bounds_lib.norms import numerical_rank, singular_values
+    from bounds_lib.theory.norms import numerical_rank, singular_values
     for b in res.model.blocks:
         for W in (b.W_QK, b.W_V, b.W_M):
             assert numerical_rank(singular_values(W)) <= 2
@@ -186,7 +186,7 @@ def test_low_rank_model_has_rank_at_most_r():
 
 def test_nuclear_penalty_and_weight_decay_shrink_the_spectrum():
     torch.set_num_threads(1)
-    from bounds_lib.norms import singular_values
+    from bounds_lib.theory.norms import singular_values
     base = dataclasses.replace(TINY, steps=60)
 
     def nuclear_sum(cfg):
@@ -200,11 +200,11 @@ def test_nuclear_penalty_and_weight_decay_shrink_the_spectrum():
 
 def test_disjoint_test_inputs_and_per_example_results():
     torch.set_num_threads(1)
-    from bounds_lib.tasks import sample
+    from bounds_lib.studies.tasks import sample
     cfg = dataclasses.replace(TINY, T=6, n_train=40, n_test=20, disjoint_test=True, steps=3)
     res = train(cfg)
     _, _, btr = sample(cfg.task(), cfg.n_train, 0)
-    from bounds_lib.training import disjoint_test_sample
+    from bounds_lib.studies.training import disjoint_test_sample
     _, _, bte, dropped = disjoint_test_sample(cfg.task(), cfg.n_test, btr)
     train_set = {r.tobytes() for r in btr}
     assert not any(r.tobytes() in train_set for r in bte)
@@ -217,7 +217,7 @@ def test_disjoint_test_inputs_and_per_example_results():
 
 
 def test_halfspace_labels_closed_form():
-    from bounds_lib.tasks import halfspace_weights
+    from bounds_lib.studies.tasks import halfspace_weights
 
     v = halfspace_weights(3, seed=0)
     bits = np.array([[1, 1, 1], [-1, -1, -1], [1, -1, 1]], dtype=float)

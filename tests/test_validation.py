@@ -1,11 +1,11 @@
-"""The one validation rule of the library (``bounds_lib.validation``): wrong type → TypeError,
+"""The one validation rule of the library (``bounds_lib.core.validation``): wrong type → TypeError,
 wrong value → ValueError, ``bool`` never a number, integral floats never integers."""
 import math
 
 import numpy as np
 import pytest
 
-from bounds_lib.validation import as_real_array, check_array, check_bool, check_scalar
+from bounds_lib.core.validation import as_real_array, check_array, check_bool, check_scalar
 
 
 @pytest.mark.parametrize("x", [3, np.int64(3), np.uint8(3)])
@@ -189,7 +189,7 @@ def test_as_real_array_messages_and_kinds():
 
 
 def test_torch_detection_and_messages():
-    from bounds_lib.validation import is_torch_tensor
+    from bounds_lib.core.validation import is_torch_tensor
 
     class NotTorch:   # has the attributes, is not a tensor
         dtype = "float32"

@@ -1,4 +1,4 @@
-"""Witnesses (bounds_lib.witnesses): every bound attained along its family, every weakened constant broken.
+"""Witnesses (bounds_lib.checks.witnesses): every bound attained along its family, every weakened constant broken.
 
 One test per (witness, weakened constant): the weakened bound must be violated by the witness. The ratios
 are checked against their closed forms (so a wrong exponent or a lost factor fails, not only "≤ 1"), and
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from bounds_lib import propagation as P
-from bounds_lib import witnesses as W
+from bounds_lib.theory import propagation as P
+from bounds_lib.checks import witnesses as W
 
 CH3 = W.chapter3_witnesses()
 OTHERS = (W.norm_witnesses() + [W.split_witness(k) for k in ("rank", "tail_dim", "tail_schatten")]
@@ -168,7 +168,7 @@ def test_unknown_pieces_are_refused():
 
 
 def test_every_norm_inequality_has_a_witness():
-    from bounds_lib.norms import NORM_INEQUALITIES
+    from bounds_lib.theory.norms import NORM_INEQUALITIES
     assert {w.name for w in W.norm_witnesses()} == set(NORM_INEQUALITIES)
 
 

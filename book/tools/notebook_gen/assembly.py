@@ -9,7 +9,7 @@ import re
 
 import nbformat
 
-from bounds_lib.exercises import SELF_CHECKS, check_cell
+from bounds_lib.teaching.exercises import SELF_CHECKS, check_cell
 
 from .bibliography import Bibliography
 from .common import (
@@ -135,8 +135,9 @@ def strip_solutions(nb, online: str | None = None):
     ``TagRemovePreprocessor``); gated solutions (``solution-start`` … ``solution-end`` with the code
     and markdown between them) become a placeholder line and an empty code cell to answer in;
     ``{solution}`` blocks become the placeholder line. After the answer cell of an exercise with a
-    self-check (:data:`bounds_lib.exercises.SELF_CHECKS`) comes a cell that checks the reader's
-    answer without showing it (:func:`bounds_lib.exercises.check_cell`). With ``online`` (the chapter's address in the
+    self-check (:data:`bounds_lib.teaching.exercises.SELF_CHECKS`) comes a cell that checks the reader's
+    answer without showing it (:func:`bounds_lib.teaching.exercises.check_cell`). With ``online`` (the chapter's
+    address in the
     online book) the placeholder links to the solution there, at its exercise's anchor.
     """
 
