@@ -4,7 +4,7 @@
     python benchmarks/bench_device.py --device torch-cpu --shapes tiny,1b  # the same code path, no GPU
 
 For each shape one layer of random weights is generated (Gaussian, std 0.02, rounded through
-float16 as checkpoints store them) and :func:`bounds_lib.analysis.spectra.layer_spectra` — the function
+float16 as checkpoints store them) and :func:`bounds_lib.analysis.kernel.layer_spectra` — the function
 ``bounds-lib analyze`` runs for every layer — is timed on the CPU (NumPy/LAPACK) and on the device,
 interleaved, median of ``--repeats``. It prints seconds per layer on each, the ratio CPU/device, the
 extrapolation to the model's layer count, and how far the device's singular values are from the
@@ -23,7 +23,7 @@ import numpy as np
 
 from bounds_lib.checkpoints import ArchitectureSpec, LayerWeights
 from bounds_lib.analysis.devices import resolve_device, spectra_agree
-from bounds_lib.analysis.spectra import layer_spectra
+from bounds_lib.analysis.kernel import layer_spectra
 
 #: name -> (layers, N, query heads, key/value heads, gated d_ff), the published LLaMA shapes.
 SHAPES = {

@@ -146,7 +146,8 @@ KEY_COST = r"""
 import json, sys, time
 from dataclasses import replace
 from threadpoolctl import threadpool_limits
-import bounds_lib.analysis.parallel as PAR
+import bounds_lib.analysis.kernel as KERNEL
+import bounds_lib.analysis.units as UNITS
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
 
 folder = sys.argv[1]
@@ -154,12 +155,12 @@ src = open_checkpoint(folder)
 arch = detect_architecture(src)
 rows = []
 with threadpool_limits(1):
-    for layer, part in PAR.work_units(arch):
-        task = PAR.UnitTask(None, arch, layer, part, "clean", "float64", False, None, 1,
-                            chunk_bytes=PAR._CHUNK_BYTES)
-        t = time.perf_counter(); PAR._unit_key(src, task); k = time.perf_counter() - t
-        t = time.perf_counter(); PAR.run_unit(task, src); c = time.perf_counter() - t
-        rows.append((PAR._part_label(part), k, c))
+    for layer, part in UNITS.work_units(arch):
+        task = UNITS.UnitTask(None, arch, layer, part, "clean", "float64", False, None, 1,
+                              chunk_bytes=KERNEL._CHUNK_BYTES)
+        t = time.perf_counter(); UNITS._unit_key(src, task); k = time.perf_counter() - t
+        t = time.perf_counter(); UNITS.run_unit(task, src); c = time.perf_counter() - t
+        rows.append((UNITS._part_label(part), k, c))
 print(json.dumps(rows))
 """
 

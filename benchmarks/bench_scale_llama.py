@@ -89,11 +89,12 @@ import numpy as np
 import bounds_lib.analysis.parallel as PAR
 import bounds_lib.analysis.spectra as P
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
+from bounds_lib.checkpoints.layers import part_kind
 
 a = json.loads(sys.argv[1])
 if a["ffn"] != "auto":  # force the dense SVD or the lean factorization of every feed-forward unit
     lean = a["ffn"] == "lean"
-    PAR.lean_unit = lambda spec, part, *x, **k: lean and PAR.part_kind(part) != "attention"
+    PAR.lean_unit = lambda spec, part, *x, **k: lean and part_kind(part) != "attention"  # as run_units reads it
 marks = []
 def progress(done, total):
     marks.append((time.perf_counter(), time.process_time()))
@@ -169,7 +170,7 @@ def report(res, shape, budget, label) -> dict:
 
 
 def extrapolate(unit_cpu, budget_of):
-    import bounds_lib.analysis.parallel as PAR
+    import bounds_lib.analysis.units as UNITS
     from bounds_lib.checkpoints import ArchitectureSpec
 
     print(f"extrapolation (not measured: CPU seconds per layer ∝ N²·d_ff, {unit_cpu * 1e12:.1f} s per 10^12 on "
@@ -182,9 +183,9 @@ def extrapolate(unit_cpu, budget_of):
         budget = budget_of(sh)
         est = {}
         for part in ("attention", "M_in", "M_out"):
-            dense = PAR.WORKER_BASE_BYTES + PAR.unit_memory_estimate(spec, part)
+            dense = UNITS.WORKER_BASE_BYTES + UNITS.unit_memory_estimate(spec, part)
             lean = dense > budget  # the library's rule (lean_unit)
-            est[part] = (PAR.WORKER_BASE_BYTES + PAR.unit_memory_estimate(spec, part, lean=True, stored="float16")
+            est[part] = (UNITS.WORKER_BASE_BYTES + UNITS.unit_memory_estimate(spec, part, lean=True, stored="float16")
                          if lean else dense)
         worst = max(est.values())
         print(f"  {name}: {t_layer:.0f} s per layer, {sh['L'] * t_layer / 60:.0f} CPU min; on 16 free cores "

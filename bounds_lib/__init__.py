@@ -11,6 +11,12 @@ The entry points a notebook user wants are available at the top level::
 They are imported on first use (module ``__getattr__``), so ``import bounds_lib`` stays light: it
 loads neither NumPy's linear algebra nor torch. The version is the installed distribution's
 (``pyproject.toml`` is its one home).
+
+The library is built in layers, lowest first (:data:`LAYERS`): ``core`` (input rules, figure style),
+``theory`` (the mathematics of Chapters 1–5), ``checks`` (their checks and witnesses), ``checkpoints``
+(reading real weights), ``analysis`` (spectra, scheduling, scoring: Chapter 6), ``studies`` (training,
+grids and the studies of Chapters 7–9), ``teaching`` (exercises, interactive figures) and ``cli``
+(the ``bounds-lib`` command). A module imports only from its own layer or lower ones.
 """
 from __future__ import annotations
 
@@ -21,6 +27,10 @@ try:
     __version__ = _dist_version("bounds_lib")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
+
+#: The subpackages from the lowest layer to the highest; a module never imports from a higher one
+#: (the import graph, function-level imports included, is checked by the test suite).
+LAYERS = ("core", "theory", "checks", "checkpoints", "analysis", "studies", "teaching", "cli")
 
 # public name -> module that defines it (imported lazily)
 _LAZY = {

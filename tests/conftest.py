@@ -33,7 +33,7 @@ TOOLS = Path(__file__).resolve().parents[1] / "book" / "tools"
 if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
 
-# The library's record of this machine's worker start-up and SVD rate (bounds_lib.analysis.parallel.machine_record)
+# The library's record of this machine's worker start-up and SVD rate (bounds_lib.analysis.pool.machine_record)
 # is the tests' own, not the user's ~/.cache: one file per test process.
 os.environ.setdefault("BOUNDS_LIB_MACHINE_RECORD",
                       os.path.join(__import__("tempfile").gettempdir(), f"bounds-lib-tests-{os.getpid()}-machine.json"))

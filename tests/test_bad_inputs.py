@@ -32,7 +32,9 @@ from tiny_checkpoints import BERT_LAYER_ROLES, bert_encoder_weights, write_tiny_
 from bounds_lib.checkpoints import CheckpointError, open_checkpoint, read_safetensors_header
 from bounds_lib.cli import main
 from bounds_lib.analysis.scoring import score
-from bounds_lib.analysis.spectra import MatrixSpectrum, SpectraCache, compute_spectra
+from bounds_lib.analysis.cache import SpectraCache
+from bounds_lib.analysis.kernel import MatrixSpectrum
+from bounds_lib.analysis.spectra import compute_spectra
 
 N, H, F, L = 8, 2, 12, 2
 SIZES = {"hidden": N, "heads": H, "intermediate": F, "layers": L}
@@ -785,10 +787,10 @@ def test_interrupt_while_renaming_restores_the_old_files(tmp_path, capsys, monke
 
 
 def test_interrupt_after_the_outputs_were_written_says_so(tmp_path, capsys, monkeypatch):
-    import bounds_lib.cli as cli
+    import bounds_lib.cli.analyze as cli_analyze
 
     d = write_model(tmp_path / "m")
-    monkeypatch.setattr(cli, "format_table", lambda rep: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(cli_analyze, "format_table", lambda rep: (_ for _ in ()).throw(KeyboardInterrupt()))
     rc = main(["analyze", str(d), "--json", str(tmp_path / "r.json"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 130 and "were written completely" in err and "nothing was written" not in err

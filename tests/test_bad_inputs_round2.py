@@ -214,7 +214,8 @@ def test_an_output_fifo_is_written_through_not_replaced(tmp_path, capsys):
 
 def test_special_outputs_are_classified_without_writing():
     """``/dev/null`` (a character device) is written through, ``-`` is stdout; a socket is refused."""
-    from bounds_lib.cli import _UserError, stream_target
+    from bounds_lib.cli.errors import _UserError
+    from bounds_lib.cli.outputs import stream_target
 
     assert stream_target("/dev/null") == "through" and stream_target("-") == "stdout"
     assert stream_target(__file__) is None
@@ -290,18 +291,18 @@ def _hold_folder_lock(folder):
 def test_a_commit_waits_for_another_runs_commit_then_refuses(tmp_path, capsys, monkeypatch):
     """While another run commits into the folder (holds its lock), a run waits; past the wait it refuses
     with one line and leaves nothing; once the other run is done it commits normally."""
-    import bounds_lib.cli as cli
+    import bounds_lib.cli.outputs as outputs
 
     model = write_model(tmp_path / "m")
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.setattr(cli, "LOCK_WAIT_S", 0.3)
+    monkeypatch.setattr(outputs, "LOCK_WAIT_S", 0.3)
     fd = _hold_folder_lock(out)
     try:
         rc = main(["analyze", str(model), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
                    "--no-progress"])
         assert_one_clear_line(rc, capsys.readouterr(), out, "another run has been writing its outputs into")
-        monkeypatch.setattr(cli, "LOCK_WAIT_S", 30.0)
+        monkeypatch.setattr(outputs, "LOCK_WAIT_S", 30.0)
         threading.Timer(0.3, os.close, (fd,)).start()  # the other run finishes in 0.3 s
         fd = None
         assert main(["analyze", str(model), "--json", str(out / "r.json"), "--csv", str(out / "r.csv"),
@@ -314,7 +315,7 @@ def test_a_commit_waits_for_another_runs_commit_then_refuses(tmp_path, capsys, m
 
 def test_the_renames_happen_under_the_folder_lock(tmp_path, monkeypatch):
     """Every rename of a commit (and of its rollback) runs while the folder is locked against other runs."""
-    import bounds_lib.cli as cli
+    import bounds_lib.cli.outputs as outputs
 
     out = tmp_path / "out"
     out.mkdir()
@@ -335,8 +336,8 @@ def test_the_renames_happen_under_the_folder_lock(tmp_path, monkeypatch):
         if len(seen) == 3:
             raise KeyboardInterrupt  # interrupted after the first file: the rollback runs locked too
 
-    monkeypatch.setattr(cli.os, "replace", replace)
-    s = cli.OutputSet()
+    monkeypatch.setattr(outputs.os, "replace", replace)
+    s = outputs.OutputSet()
     s.add(out / "a.json", "new a")
     s.add(out / "b.json", "new b")
     with pytest.raises(KeyboardInterrupt):
@@ -349,7 +350,7 @@ def test_the_renames_happen_under_the_folder_lock(tmp_path, monkeypatch):
 
 _STOPPED_RUN = r"""
 import os, signal, sys, time
-import bounds_lib.cli as cli, bounds_lib.analysis.plotting as P
+import bounds_lib.cli as cli, bounds_lib.cli.outputs as outputs, bounds_lib.analysis.plotting as P
 model, out, when = sys.argv[1:4]
 if when == "rendering":
     def slow(rep):
@@ -362,7 +363,7 @@ else:
         real(src, dst)
         if str(src).endswith(".tmp"):  # the first final rename done: the signal comes between two
             os.kill(os.getpid(), getattr(signal, sys.argv[4]))
-    cli.os.replace = replace
+    outputs.os.replace = replace
 sys.exit(cli.main(["analyze", model, "--json", os.path.join(out, "r.json"), "--csv", os.path.join(out, "r.csv"),
                    "--plots", os.path.join(out, "plots"), "--no-progress"]))
 """
@@ -488,7 +489,8 @@ def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
 
 
 def test_download_timeout_beyond_a_week_is_refused_before_work(tmp_path, capsys):
-    from bounds_lib.checkpoints import MAX_DOWNLOAD_TIMEOUT_S, resolve_hub_id
+    from bounds_lib.checkpoints import resolve_hub_id
+    from bounds_lib.checkpoints.hub import MAX_DOWNLOAD_TIMEOUT_S
 
     model = write_model(tmp_path / "m")
     rc, cap, out = run_cli(capsys, tmp_path, model, "--download-timeout", "1e10")
@@ -506,7 +508,7 @@ def test_every_request_has_a_deadline_not_only_the_download(tmp_path, monkeypatc
     import huggingface_hub.constants
     from test_bad_inputs import SilentServer
 
-    import bounds_lib.checkpoints as ck
+    import bounds_lib.checkpoints.hub as ck  # resolve_hub_id reads REQUEST_TIMEOUT_S there
 
     monkeypatch.setattr(ck, "REQUEST_TIMEOUT_S", 1.0)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)

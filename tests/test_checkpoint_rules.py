@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_bad_inputs import CONFIG, tensors, write_model
 
-from bounds_lib import checkpoints as ck
+from bounds_lib.checkpoints import formats, hub, layouts
 from bounds_lib.checkpoints import CheckpointError, detect_architecture, open_checkpoint, weight_files
 
 
@@ -114,7 +114,7 @@ def test_an_absent_activation_key_takes_transformers_default_and_a_bad_one_the_f
     with pytest.raises(CheckpointError) as err:
         detect_architecture(open_checkpoint(tensors(), config={**CONFIG, "hidden_act": "swiglu"}))
     assert str(err.value) == ("in-memory state dict: config.json hidden_act = 'swiglu' is not a supported activation; "
-                              "supported: " + ", ".join(sorted(ck.ACTIVATION_L_PHI)))
+                              "supported: " + ", ".join(sorted(layouts.ACTIVATION_L_PHI)))
 
 
 def test_silu_constant_is_the_largest_slope():
@@ -122,9 +122,9 @@ def test_silu_constant_is_the_largest_slope():
     x = np.linspace(2.0, 3.0, 2_000_001)
     s = 1 / (1 + np.exp(-x))
     slope = s * (1 + x * (1 - s))
-    assert ck._silu_lipschitz() == pytest.approx(float(slope.max()), abs=1e-12)
-    assert ck.ACTIVATION_L_PHI["silu"] == ck.ACTIVATION_L_PHI["swish"] == ck.ACTIVATION_L_PHI["quick_gelu"] \
-        == ck._silu_lipschitz()
+    assert layouts._silu_lipschitz() == pytest.approx(float(slope.max()), abs=1e-12)
+    L_phi = layouts.ACTIVATION_L_PHI
+    assert L_phi["silu"] == L_phi["swish"] == L_phi["quick_gelu"] == layouts._silu_lipschitz()
 
 
 # ------------------------------------------------------------------ the weights-only refusal, as a message
@@ -156,7 +156,7 @@ def test_silu_constant_is_the_largest_slope():
 ])
 def test_weights_only_refusal_messages(text, want):
     exc = EOFError(text) if not text else RuntimeError(text)
-    assert ck._torch_load_refusal(exc) == want
+    assert formats._torch_load_refusal(exc) == want
 
 
 def test_a_pickle_bin_is_refused_in_process(tmp_path):
@@ -178,18 +178,18 @@ def test_a_pickle_bin_is_refused_in_process(tmp_path):
 
 
 def test_download_timeout_bounds_and_messages():
-    top = ck.MAX_DOWNLOAD_TIMEOUT_S
-    assert ck.check_download_timeout(top) == top and ck.check_download_timeout(1e-3) == 1e-3
-    assert ck.check_download_timeout(0.5) == 0.5
+    top = hub.MAX_DOWNLOAD_TIMEOUT_S
+    assert hub.check_download_timeout(top) == top and hub.check_download_timeout(1e-3) == 1e-3
+    assert hub.check_download_timeout(0.5) == 0.5
     for bad in (0, -1, top * (1 + 1e-12)):
         with pytest.raises(ValueError) as err:
-            ck.check_download_timeout(bad)
+            hub.check_download_timeout(bad)
         assert str(err.value) == (f"download_timeout must be a positive number of seconds, at most {top:g} "
                                   f"(one week), got {bad!r}")
     with pytest.raises(TypeError, match=r"^download_timeout must be a real number"):
-        ck.check_download_timeout("10")
+        hub.check_download_timeout("10")
     with pytest.raises(ValueError, match=r"^--t == inf, must be finite"):
-        ck.check_download_timeout(math.inf, "--t")
+        hub.check_download_timeout(math.inf, "--t")
 
 
 # ------------------------------------------------------------------ in-memory values

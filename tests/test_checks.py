@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bounds_lib import checks as C
+from bounds_lib.checks import ch3_single_head
 from bounds_lib.theory import norms
 from bounds_lib.checks import (VIOLATION_TOL, Falsification, adversarial_search, falsify, falsify_rounding,
                                falsify_shell_inflation, power_check, rounding_ratio)
@@ -318,9 +319,9 @@ def test_check_parameter_perturbation_says_which_claim_fails(monkeypatch):
     ok, broken = np.array([0.5, 0.9]), np.array([0.5, 1.2])
 
     def patch(random, weakened):
-        monkeypatch.setattr(C, "falsify_parameter_perturbation",
+        monkeypatch.setattr(ch3_single_head, "falsify_parameter_perturbation",
                             lambda rng, trials, softmax_const: C.Falsification("random", random))
-        monkeypatch.setattr(C, "adversarial_parameter_perturbation",
+        monkeypatch.setattr(ch3_single_head, "adversarial_parameter_perturbation",
                             lambda rng, perturb=None, softmax_const=1.0, weaken=1.0: C.Falsification(
                                 "opt", ok, broken if (softmax_const == 0.25 or weaken != 1.0) and weakened
                                 else ok))
@@ -342,8 +343,8 @@ def test_check_parameter_perturbation_says_which_claim_fails(monkeypatch):
 
 def test_block_ratio_reads_the_qk_shape():
     """The indefinite W_QK = q·diag(−1, 1) on the witness's tokens gives its ratio; qI does not."""
-    from bounds_lib.checks import _block_ratio
-    from bounds_lib.checks.witnesses import _TOKENS, _rotation
+    from bounds_lib.checks.ch3_single_head import _block_ratio
+    from bounds_lib.checks.ch3_witnesses import _TOKENS, _rotation
     q, th = 30.0, 1e-7 / 30
     x = np.concatenate([[np.log(q)], _TOKENS.ravel(), (_TOKENS @ _rotation(th)).ravel()])
     e = np.exp(-q)
@@ -355,7 +356,7 @@ def test_block_ratio_reads_the_qk_shape():
 
 
 def test_multihead_searches_have_an_activation_with_lphi_three():
-    from bounds_lib.checks import _MH_ACTS
+    from bounds_lib.checks.ch3_multihead import _MH_ACTS
     phi, lp = _MH_ACTS["3tanh"]
     xs = np.linspace(-1e-4, 1e-4, 11)
     assert lp == 3.0 and np.allclose(np.diff(phi(xs)) / np.diff(xs), 3.0, rtol=1e-6)

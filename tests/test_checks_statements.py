@@ -1,4 +1,4 @@
-"""Library checks that replaced chains of asserts in Chapters 3–5 (:class:`bounds_lib.checks.CheckResult`).
+"""Library checks that replaced chains of asserts in Chapters 3–5 (:class:`bounds_lib.checks.harness.CheckResult`).
 
 Each check holds on the library's formulas and fails, naming the broken claim, on a deliberately
 wrong one (a constant off by one, a swapped table, dyadic shells passed off as the lemma's).
@@ -10,6 +10,7 @@ import pytest
 import sympy as sp
 
 from bounds_lib import checks as CK
+from bounds_lib.checks import ch2_split, ch3_multihead, ch3_single_head, ch4_peeling
 from bounds_lib.theory import orders as O
 
 
@@ -70,7 +71,7 @@ def test_orders_in_depth_hold_and_a_swapped_table_is_caught():
 def test_shells_hold_and_dyadic_shells_passed_off_as_the_lemma_are_caught(monkeypatch):
     r = CK.check_shells(np.random.default_rng(3), L=12, trials=2000).require()
     assert r.values["inflation_geometric"].max() <= np.e ** 3
-    monkeypatch.setattr(CK, "geometric_ratio", lambda L: 2.0)
+    monkeypatch.setattr(ch4_peeling, "geometric_ratio", lambda L: 2.0)
     bad = CK.check_shells(np.random.default_rng(3), L=12, trials=2000)
     assert "shells of ratio 1 + 1/L keep alpha within e^3" in bad.failed
 
@@ -90,7 +91,8 @@ def test_logits_check_holds_and_fails_on_violations_or_without_power(monkeypatch
     assert r.values["weak_violations"] > 0
     assert CK.check_logits(np.random.default_rng(1), trials=10_000, weaken=0.9).failed == [
         "power: the same draws break the bound / 0.9"]
-    monkeypatch.setattr(CK, "falsify_logits", lambda rng, trials: CK.Falsification("x", np.full(trials, 1.5)))
+    monkeypatch.setattr(ch3_single_head, "falsify_logits",
+                        lambda rng, trials: CK.Falsification("x", np.full(trials, 1.5)))
     assert CK.check_logits(np.random.default_rng(1), trials=10).failed == ["no violation in 10 draws"]
 
 
@@ -98,16 +100,17 @@ def test_multihead_gamma_check_holds_and_the_released_gamma_passed_off_is_caught
     r = CK.check_multihead_gamma(np.random.default_rng(0), np.random.default_rng(7), trials=2000).require()
     assert r.values["worst_released"]["M_out"] > 1
     real = CK.falsify_multihead_gamma
-    monkeypatch.setattr(CK, "falsify_multihead_gamma", lambda rng, trials, released: real(rng, trials, False))
+    monkeypatch.setattr(ch3_multihead, "falsify_multihead_gamma",
+                        lambda rng, trials, released: real(rng, trials, False))
     bad = CK.check_multihead_gamma(np.random.default_rng(0), np.random.default_rng(7), trials=2000)
     assert bad.failed == ["the released gamma is violated", "the released gamma_Mout = 1 is violated"]
 
 
 def test_composition_claims_name_each_failure():
     ok, bad = CK.Falsification("ok", np.array([0.5])), CK.Falsification("bad", np.array([1.5]))
-    names = [c for c, _ in CK._compose_claims(dict(whole=ok, weakened=ok, qk=ok, qk_false=ok))]
+    names = [c for c, _ in ch3_single_head._compose_claims(dict(whole=ok, weakened=ok, qk=ok, qk_false=ok))]
     assert names[1].startswith("power") and names[3].startswith("power")
-    claims = dict(CK._compose_claims(dict(whole=bad, weakened=ok, qk=bad, qk_false=bad)))
+    claims = dict(ch3_single_head._compose_claims(dict(whole=bad, weakened=ok, qk=bad, qk_false=bad)))
     assert [c for c, v in claims.items() if not v] == names[:3]
 
 
@@ -125,7 +128,7 @@ def test_multihead_gamma_optimiser_claims(monkeypatch):
         worst = {"QK": 0.99, "V": 0.93, "M_in": 0.97, "M_out": 0.96}[which] * weaken
         return CK.Falsification(which, np.array([0.5]), np.array([worst]))
 
-    monkeypatch.setattr(CK, "adversarial_multihead_gamma", fake)
+    monkeypatch.setattr(ch3_multihead, "adversarial_multihead_gamma", fake)
     r = CK.check_multihead_gamma_optimiser(np.random.default_rng(0))
     assert r.failed == ["gamma_V: no violation, reaches 0.95"] and len(r.claims) == 8
     assert CK.check_multihead_gamma_optimiser(np.random.default_rng(0), reach=0.9).holds
@@ -148,8 +151,8 @@ def test_split_check_holds_and_fails_on_a_wrong_bound_or_without_weakening(monke
     assert [len(r.values[k]) for k in ("random", "nondegenerate", "optimiser", "weakened")] == [3, 3, 3, 6]
     assert CK.check_split(np.random.default_rng(3), trials=2000, **_SEARCH, weaken=1.0).failed == [
         "power: random draws break the rank bound / 1", "power: the optimiser breaks all three bounds / 1"]
-    real = CK._split_ratios
-    monkeypatch.setattr(CK, "_split_ratios", lambda *a: {k: 1.2 * v for k, v in real(*a).items()})
+    real = ch2_split._split_ratios
+    monkeypatch.setattr(ch2_split, "_split_ratios", lambda *a: {k: 1.2 * v for k, v in real(*a).items()})
     bad = CK.check_split(np.random.default_rng(3), trials=500, **_SEARCH)
     assert bad.failed[:3] == ["no violation in 500 random draws", "none with tau < sigma_1",
                               "none found by the optimiser"]

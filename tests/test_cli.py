@@ -229,7 +229,7 @@ def test_hub_ids_resolve_through_the_local_cache_offline(tmp_path):
 
 
 def test_failed_plot_leaves_no_folder(tmp_path):
-    from bounds_lib.cli import OutputSet, _stage_plots
+    from bounds_lib.cli.outputs import OutputSet, _stage_plots
 
     def broken():
         raise RuntimeError("a figure that cannot be drawn")

@@ -213,7 +213,8 @@ def test_out_of_device_memory_is_a_clear_memory_error(monkeypatch):
 
 def test_layer_spectra_on_the_torch_path_agree_with_the_cpu_in_both_modes():
     from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
-    from bounds_lib.analysis.spectra import SpectraCache, layer_spectra
+    from bounds_lib.analysis.cache import SpectraCache
+    from bounds_lib.analysis.kernel import layer_spectra
 
     state_dict, config = random_bert_state_dict(n_layers=1, hidden=16, n_heads=4, d_ff=48)
     source = open_checkpoint(state_dict, config=config)
@@ -237,7 +238,7 @@ def test_layer_spectra_on_the_torch_path_agree_with_the_cpu_in_both_modes():
 
 def test_layer_spectra_refuses_an_unknown_device_before_any_work():
     from bounds_lib.checkpoints import detect_architecture, iter_layers, open_checkpoint, random_bert_state_dict
-    from bounds_lib.analysis.spectra import layer_spectra
+    from bounds_lib.analysis.kernel import layer_spectra
 
     state_dict, config = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
     source = open_checkpoint(state_dict, config=config)

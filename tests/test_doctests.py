@@ -1,8 +1,8 @@
 """The ``Examples`` of the library's docstrings run, and print what they show (run by ``make unit``).
 
-Every module of ``bounds_lib`` (found on disk, so a new module is included without listing it) is
+Every module of ``bounds_lib`` and its subpackages (found on disk, so a new module is included without listing it) is
 imported and its doctests are run with the flags of ``[tool.pytest.ini_options] doctest_optionflags``
-(the same as ``pytest --doctest-modules bounds_lib/<module>.py``). ``bounds_lib/__main__.py`` is left
+(the same as ``pytest --doctest-modules bounds_lib/<subpackage>/<module>.py``). ``bounds_lib/__main__.py`` is left
 out: importing it is harmless (its ``main()`` runs only under ``python -m``), but it has nothing to
 show. A module without any example is reported as skipped, not passed.
 """
@@ -22,8 +22,8 @@ matplotlib.use("Agg")  # examples that draw must not need a display
 import bounds_lib  # noqa: E402
 
 PACKAGE = Path(bounds_lib.__file__).parent
-MODULES = ["bounds_lib"] + sorted(f"bounds_lib.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE)])
-                                  if m.name != "__main__")
+MODULES = ["bounds_lib"] + sorted(m.name for m in pkgutil.walk_packages([str(PACKAGE)], prefix="bounds_lib.")
+                                  if m.name != "bounds_lib.__main__")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
@@ -54,3 +54,10 @@ def test_a_wrong_example_fails(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     attempted, failed, report = run_doctests(importlib.import_module("doctest_power_probe"))
     assert (attempted, failed) == (1, 1) and "Expected:\n    3\nGot:\n    2" in report
+
+
+def test_every_module_on_disk_is_collected():
+    """The walk reaches the subpackages' modules, not only the top level."""
+    on_disk = {".".join(("bounds_lib",) + p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+               for p in PACKAGE.rglob("*.py")}
+    assert set(MODULES) == on_disk - {"bounds_lib.__main__"}

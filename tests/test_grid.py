@@ -14,7 +14,7 @@ import torch
 from bounds_lib.studies import grid as G, results as R
 from bounds_lib.studies.grid import SMALL_COMMON_LOSS_GRID, SMALL_GRID, grid_configs, main, run_config
 from bounds_lib.studies.results import load_model
-from bounds_lib.analysis.scoring import PROXY_NAMES, single_head_proxies
+from bounds_lib.analysis.single_head import PROXY_NAMES, single_head_proxies
 from bounds_lib.studies.training import TrainConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -15,7 +15,9 @@ from bounds_lib.theory import norms
 from bounds_lib.checkpoints import random_bert_state_dict
 from bounds_lib.theory.norms import RANK_RTOL
 from bounds_lib.analysis.scoring import score
-from bounds_lib.analysis.spectra import SpectraCache, compute_spectra, head_product_spectra
+from bounds_lib.analysis.cache import SpectraCache
+from bounds_lib.analysis.kernel import head_product_spectra
+from bounds_lib.analysis.spectra import compute_spectra
 
 LN10 = math.log(10.0)
 
@@ -240,7 +242,7 @@ def test_dudley_factor_closed_form_and_tightness_at_large_lambda():
 def test_clean_sigma_tolerance_scales_with_sigma1_and_includes_equality():
     """The released tolerance ``RANK_RTOL·N·max(σ₁, 1)``: relative to σ₁ when σ₁ > 1, and a value equal to
     it is a zero (``σ ≤ tol``)."""
-    from bounds_lib.analysis.spectra import _clean_sigma
+    from bounds_lib.analysis.kernel import _clean_sigma
 
     N = 64
     for s1 in (1.0, 100.0, 0.5):

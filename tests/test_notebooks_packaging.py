@@ -54,7 +54,7 @@ def test_runtime_dependencies_are_ranges_of_what_the_library_imports():
     assert all("==" not in r for r in runtime.values()), "exact pins belong in constraints.txt"
     assert runtime["torch"].startswith("torch>=")  # a preinstalled (e.g. Colab CUDA) torch in range is kept
     used = set()
-    for py in sorted((ROOT / "bounds_lib").glob("*.py")):
+    for py in sorted((ROOT / "bounds_lib").rglob("*.py")):
         for mod, top in _imports(ast.parse(py.read_text())):
             if mod in sys.stdlib_module_names or mod in {"bounds_lib", "__future__"}:
                 continue

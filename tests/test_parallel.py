@@ -13,13 +13,14 @@ import pytest
 
 from bounds_lib.checkpoints import (
     LAYER_PARTS,
+    TensorSource,
     detect_architecture,
     iter_layers,
     layer_parts,
     open_checkpoint,
     part_tensor_names,
 )
-from bounds_lib.analysis.spectra import layer_spectra
+from bounds_lib.analysis.kernel import layer_spectra
 
 
 def _tiny_weights(family, rng, N=12, H=3, Hkv=1, F=20, L=2):
@@ -162,7 +163,8 @@ def test_bad_parts_are_refused(tmp_path):
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from bounds_lib.analysis import parallel as PAR  # noqa: E402
+from bounds_lib.analysis import cluster as CLUSTER, kernel as KERNEL, parallel as PAR  # noqa: E402
+from bounds_lib.analysis import pool as POOL, units as UNITS  # noqa: E402
 from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
 
 
@@ -182,7 +184,8 @@ def test_worker_processes_give_the_in_process_numbers(llama_dir):
         pool = compute_spectra(llama_dir, jobs=2)
     assert here.meta["parallel"]["backend"] == "in process"
     p = pool.meta["parallel"]
-    assert p["backend"] == ("processes" if PAR._cores() > 1 else "in process") and p["workers"] == min(2, PAR._cores())
+    assert p["backend"] == ("processes" if POOL._cores() > 1 else "in process")
+    assert p["workers"] == min(2, POOL._cores())
     assert p["chosen"]["per_worker_estimate_MB"] > 0 and p["blas_threads_per_worker"] == 1
     assert p["units"] == 9 and p["units_computed"] == 9
     _same_model(here, pool)
@@ -192,7 +195,7 @@ def test_weights_in_memory_use_threads_with_the_same_numbers():
     tensors, config = _tiny_weights("gpt2", np.random.default_rng(3))
     here = compute_spectra(tensors, config=config)
     threads = compute_spectra(tensors, config=config, jobs=2)
-    assert threads.meta["parallel"]["backend"] == ("threads" if PAR._cores() > 1 else "in process")
+    assert threads.meta["parallel"]["backend"] == ("threads" if POOL._cores() > 1 else "in process")
     _same_model(here, threads)
 
 
@@ -209,37 +212,37 @@ def test_progress_counts_every_matrix_group_once(llama_dir):
     (8, 100, 1000, 10, 1, ["memory"]),          # not even one fits: one anyway, and a note
 ])
 def test_the_pool_size_is_the_smallest_limit(monkeypatch, jobs, units, per, avail, workers, limit):
-    monkeypatch.setattr(PAR, "_cores", lambda: 4)
-    k, why = PAR.choose_workers(jobs, units, per, available=avail)
+    monkeypatch.setattr(POOL, "_cores", lambda: 4)
+    k, why = POOL.choose_workers(jobs, units, per, available=avail)
     assert (k, why["workers"], why["limited_by"]) == (workers, workers, limit)
     assert ("note" in why) == (avail < per)
-    monkeypatch.setattr(PAR, "_cores", lambda: 2)
-    assert PAR.choose_workers(0, 100, 1, available=10**9)[0] == 2  # jobs=0: one per core
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    assert POOL.choose_workers(0, 100, 1, available=10**9)[0] == 2  # jobs=0: one per core
 
 
 def test_the_pool_size_report_names_every_number_that_entered(monkeypatch):
     """``why`` of :func:`choose_workers`, key for key: the limit that chose (cores too), the numbers, the
     memory in MB and where it came from (given, or :func:`available_memory`'s source, or unknown: then memory
     does not limit); a per-worker estimate below one byte counts as one byte."""
-    MB = PAR.MB
-    monkeypatch.setattr(PAR, "_cores", lambda: 4)
-    k, why = PAR.choose_workers(8, 100, int(300.26 * MB), available=int(1000.44 * MB))
+    MB = KERNEL.MB
+    monkeypatch.setattr(POOL, "_cores", lambda: 4)
+    k, why = POOL.choose_workers(8, 100, int(300.26 * MB), available=int(1000.44 * MB))
     assert (k, why) == (3, {"workers": 3, "limited_by": ["memory"], "cores": 4, "jobs_asked": 8, "units": 100,
                             "per_worker_estimate_MB": 300.3, "available_memory_MB": 1000.4,
                             "available_memory_from": "given"})
-    assert PAR.choose_workers(8, 100, 1000, available=10)[1]["note"] == \
+    assert POOL.choose_workers(8, 100, 1000, available=10)[1]["note"] == \
         "less memory available than one worker's estimate: one worker anyway"
-    assert "note" not in PAR.choose_workers(8, 100, 1000, available=1999)[1]  # exactly one fits
-    assert PAR.choose_workers(8, 100, MB, available=10**12)[1]["limited_by"] == ["cores"]
-    assert PAR.choose_workers(4, 4, MB, available=10**12)[1]["limited_by"] == ["cores", "jobs asked", "units"]
-    monkeypatch.setattr(PAR, "_cores", lambda: 8)
-    assert PAR.choose_workers(8, 100, 1, available=5)[0] == 5 == PAR.choose_workers(8, 100, 0, available=5)[0]
-    monkeypatch.setattr(PAR, "available_memory", lambda: (None, "unknown (no /proc/meminfo)"))
-    k, why = PAR.choose_workers(2, 100, 300 * MB)
+    assert "note" not in POOL.choose_workers(8, 100, 1000, available=1999)[1]  # exactly one fits
+    assert POOL.choose_workers(8, 100, MB, available=10**12)[1]["limited_by"] == ["cores"]
+    assert POOL.choose_workers(4, 4, MB, available=10**12)[1]["limited_by"] == ["cores", "jobs asked", "units"]
+    monkeypatch.setattr(POOL, "_cores", lambda: 8)
+    assert POOL.choose_workers(8, 100, 1, available=5)[0] == 5 == POOL.choose_workers(8, 100, 0, available=5)[0]
+    monkeypatch.setattr(POOL, "available_memory", lambda: (None, "unknown (no /proc/meminfo)"))
+    k, why = POOL.choose_workers(2, 100, 300 * MB)
     assert (k, why["limited_by"], why["available_memory_MB"], why["available_memory_from"]) == \
         (2, ["jobs asked"], None, "unknown (no /proc/meminfo)")
-    monkeypatch.setattr(PAR, "available_memory", lambda: (700 * MB, "MemAvailable of /proc/meminfo"))
-    k, why = PAR.choose_workers(8, 100, 300 * MB)
+    monkeypatch.setattr(POOL, "available_memory", lambda: (700 * MB, "MemAvailable of /proc/meminfo"))
+    k, why = POOL.choose_workers(8, 100, 300 * MB)
     assert (k, why["available_memory_MB"], why["available_memory_from"]) == (2, 700.0, "MemAvailable of /proc/meminfo")
 
 
@@ -247,9 +250,9 @@ def test_the_memory_estimate_of_a_dense_unit():
     tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
     spec = detect_architecture(open_checkpoint(tensors, config=config))
     # M_in = [G|U] (16 x 80): the matrix, LAPACK's copy, a min(m,n)^2 workspace, in float64
-    assert PAR.unit_memory_estimate(spec, "M_in") == 8 * (2 * 16 * 80 + 16 ** 2)
-    assert PAR.unit_memory_estimate(spec, "M_out", "float32") == 4 * (2 * 16 * 40 + 16 ** 2)
-    assert PAR.unit_memory_estimate(spec, "attention", entrywise=True) > PAR.unit_memory_estimate(spec, "attention")
+    assert UNITS.unit_memory_estimate(spec, "M_in") == 8 * (2 * 16 * 80 + 16 ** 2)
+    assert UNITS.unit_memory_estimate(spec, "M_out", "float32") == 4 * (2 * 16 * 40 + 16 ** 2)
+    assert UNITS.unit_memory_estimate(spec, "attention", entrywise=True) > UNITS.unit_memory_estimate(spec, "attention")
 
 
 def test_dask_local_cluster_gives_the_local_numbers(llama_dir):
@@ -283,7 +286,7 @@ def test_an_unreachable_scheduler_is_one_clear_error_within_its_deadline(llama_d
     from bounds_lib.cli import main
 
     t = time.perf_counter()
-    with pytest.raises(PAR.ClusterError, match=r"cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s"):
+    with pytest.raises(CLUSTER.ClusterError, match=r"cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s"):
         compute_spectra(llama_dir, scheduler="tcp://127.0.0.1:9", scheduler_timeout=1)
     assert time.perf_counter() - t < 8
     assert main(["analyze", str(llama_dir), "--scheduler", "tcp://127.0.0.1:9", "--scheduler-timeout", "1",
@@ -296,7 +299,7 @@ def test_dask_missing_names_the_extra(llama_dir, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
-    with pytest.raises(PAR.ClusterError, match=r"pip install 'bounds_lib\[grid\]'"):
+    with pytest.raises(CLUSTER.ClusterError, match=r"pip install 'bounds_lib\[grid\]'"):
         compute_spectra(llama_dir, scheduler="tcp://127.0.0.1:9")
 
 
@@ -312,17 +315,17 @@ def test_a_cluster_needs_the_weights_on_disk():
 
 
 class _CountComputations:
-    """Counts the units computed in this process (``bounds_lib.analysis.parallel._compute``)."""
+    """Counts the units computed in this process (``bounds_lib.analysis.units._compute``)."""
 
     def __init__(self, monkeypatch):
         self.units = []
-        inner = PAR._compute
+        inner = UNITS._compute
 
         def counted(source, task, cache=None):
             self.units.append((task.layer, task.part))
             return inner(source, task, cache)
 
-        monkeypatch.setattr(PAR, "_compute", counted)
+        monkeypatch.setattr(UNITS, "_compute", counted)
 
 
 def test_resume_loads_finished_units_and_computes_only_the_rest(llama_dir, tmp_path, monkeypatch):
@@ -425,7 +428,7 @@ def test_cli_jobs_and_resume(llama_dir, tmp_path, capsys):
                  "--quiet", "--no-progress"]) == 0
     meta = json.loads(out.read_text())["meta"]
     assert meta["parallel"]["units_computed"] == 9
-    assert meta["parallel"]["backend"] == ("processes" if PAR._cores() > 1 else "in process")
+    assert meta["parallel"]["backend"] == ("processes" if POOL._cores() > 1 else "in process")
     assert main(["analyze", str(llama_dir), "--resume", str(tmp_path / "res"), "--json", str(out),
                  "--quiet", "--no-progress"]) == 0
     assert json.loads(out.read_text())["meta"]["parallel"]["units_resumed"] == 9
@@ -475,10 +478,10 @@ def test_the_lean_path_agrees_with_the_dense_svd(tmp_path, monkeypatch, family, 
 def test_the_lean_agreement_check_sees_a_changed_entry():
     """Power: the tolerance of the test above rejects the spectrum of a matrix with one entry changed by 1e-6."""
     from bounds_lib.analysis.devices import spectra_agree
-    from bounds_lib.analysis.spectra import _dense_spectrum
+    from bounds_lib.analysis.kernel import _dense_spectrum
 
     W = np.random.default_rng(0).standard_normal((40, 100))
-    s_lean = PAR._tsqr_spectrum(W, np.dtype("float64"))[0]
+    s_lean = KERNEL._tsqr_spectrum(W, np.dtype("float64"))[0]
     V = W.copy()
     V[3, 7] += 1e-6
     assert spectra_agree(s_lean, _dense_spectrum(W)[0], W.shape)[0]
@@ -487,11 +490,11 @@ def test_the_lean_agreement_check_sees_a_changed_entry():
 
 def test_extreme_weights_are_scaled_in_the_lean_path_as_in_the_dense_one():
     from bounds_lib.analysis.devices import spectra_agree
-    from bounds_lib.analysis.spectra import _dense_spectrum
+    from bounds_lib.analysis.kernel import _dense_spectrum
 
     W = np.random.default_rng(1).standard_normal((30, 70))
     for scale in (2.0 ** 600, 2.0 ** -600):
-        s, n21, n11 = PAR._tsqr_spectrum(W * scale, np.dtype("float64"))
+        s, n21, n11 = KERNEL._tsqr_spectrum(W * scale, np.dtype("float64"))
         s0, a0, b0 = _dense_spectrum(W * scale)
         assert np.all(np.isfinite(s)) and s[0] > 0
         assert spectra_agree(s / scale, s0 / scale, W.shape)[0]
@@ -502,11 +505,11 @@ def test_extreme_weights_whose_largest_magnitude_is_negative_are_scaled_too():
     """The scale is set by the largest |entry|: weights of order −2⁶⁰⁰ with small positive entries are
     scaled like any others (their squares would overflow otherwise)."""
     from bounds_lib.analysis.devices import spectra_agree
-    from bounds_lib.analysis.spectra import _dense_spectrum
+    from bounds_lib.analysis.kernel import _dense_spectrum
 
     W = -np.abs(np.random.default_rng(2).standard_normal((30, 70))) * 2.0 ** 600
     W[0, 0] = 1.0
-    s, n21, n11 = PAR._tsqr_spectrum(W, np.dtype("float64"))
+    s, n21, n11 = KERNEL._tsqr_spectrum(W, np.dtype("float64"))
     s0, a0, b0 = _dense_spectrum(W)
     assert np.all(np.isfinite(s)) and np.isfinite(n21) and np.isfinite(n11)
     assert spectra_agree(s / 2.0 ** 600, s0 / 2.0 ** 600, W.shape)[0]
@@ -519,8 +522,8 @@ def test_the_lean_path_factors_in_the_working_precision():
     from bounds_lib.analysis.devices import spectra_agree
 
     W = np.random.default_rng(3).standard_normal((300, 40)).astype(np.float32)
-    s32 = PAR._tsqr_spectrum(W, np.dtype("float32"))[0]
-    s64 = PAR._tsqr_spectrum(W, np.dtype("float64"))[0]
+    s32 = KERNEL._tsqr_spectrum(W, np.dtype("float32"))[0]
+    s64 = KERNEL._tsqr_spectrum(W, np.dtype("float64"))[0]
     dense = np.linalg.svd(W.astype(np.float64), compute_uv=False)
     assert spectra_agree(s64, dense, W.shape)[0] and spectra_agree(s32, dense, W.shape, np.float32)[0]
     assert np.max(np.abs(s32 - s64)) > 1e-10 * s64[0]
@@ -530,30 +533,30 @@ def test_a_dense_unit_goes_lean_only_when_it_would_not_fit_the_budget():
     tensors, config = _tiny_weights("llama", np.random.default_rng(0), N=16, H=4, Hkv=2, F=40)
     src = open_checkpoint(tensors, config=config)
     spec = detect_architecture(src)
-    assert PAR.unit_memory_estimate(spec, "attention", lean=True) < PAR.unit_memory_estimate(spec, "attention")
-    need = PAR.WORKER_BASE_BYTES + PAR.unit_memory_estimate(spec, "M_in", source=src)
-    assert PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need - 1)
-    assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=need)
-    assert PAR.lean_unit(spec, "attention", "float64", source=src, budget=1)  # in halves
-    assert not PAR.lean_unit(spec, "attention", "float64", source=src, budget=10**12)
-    assert not PAR.lean_unit(spec, "M_in", "float64", source=src, budget=1, device="cuda")
+    assert UNITS.unit_memory_estimate(spec, "attention", lean=True) < UNITS.unit_memory_estimate(spec, "attention")
+    need = UNITS.WORKER_BASE_BYTES + UNITS.unit_memory_estimate(spec, "M_in", source=src)
+    assert UNITS.lean_unit(spec, "M_in", "float64", source=src, budget=need - 1)
+    assert not UNITS.lean_unit(spec, "M_in", "float64", source=src, budget=need)
+    assert UNITS.lean_unit(spec, "attention", "float64", source=src, budget=1)  # in halves
+    assert not UNITS.lean_unit(spec, "attention", "float64", source=src, budget=10**12)
+    assert not UNITS.lean_unit(spec, "M_in", "float64", source=src, budget=1, device="cuda")
     # lean: [G|U] (16 x 80) held as stored (float32) and half of it again while filling, R, its SVD copy and
     # workspace in float64, one block
-    assert PAR.unit_memory_estimate(spec, "M_in", lean=True, source=src) == \
-        int(1.5 * 4 * 16 * 80) + 3 * 8 * 16 ** 2 + PAR._CHUNK_BYTES
+    assert UNITS.unit_memory_estimate(spec, "M_in", lean=True, source=src) == \
+        int(1.5 * 4 * 16 * 80) + 3 * 8 * 16 ** 2 + KERNEL._CHUNK_BYTES
 
 
 def test_device_reaches_every_unit(llama_dir, tmp_path, monkeypatch):
     from bounds_lib.cli import main
 
     seen = []
-    inner = PAR._compute
+    inner = UNITS._compute
 
     def spy(source, task, cache=None):
         seen.append(task.device)
         return inner(source, task, cache)
 
-    monkeypatch.setattr(PAR, "_compute", spy)
+    monkeypatch.setattr(UNITS, "_compute", spy)
     out = tmp_path / "r.json"
     assert main(["analyze", str(llama_dir), "--jobs", "1", "--device", "cpu", "--json", str(out), "--quiet",
                  "--no-progress"]) == 0
@@ -578,11 +581,11 @@ def test_available_memory_without_proc_meminfo_uses_posix_or_says_unknown(monkey
         return real_read(self, *a, **k)
 
     monkeypatch.setattr(Path, "read_text", no_meminfo)
-    monkeypatch.setattr(PAR, "_cgroup_memory_left", lambda: None)
-    avail, where = PAR.available_memory()
+    monkeypatch.setattr(POOL, "_cgroup_memory_left", lambda: None)
+    avail, where = POOL.available_memory()
     assert (where, avail > 0) == ("sysconf(SC_AVPHYS_PAGES)", True)
-    monkeypatch.setattr(PAR.os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
-    assert PAR.available_memory() == (None, "unknown (no /proc/meminfo)")
+    monkeypatch.setattr(POOL.os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert POOL.available_memory() == (None, "unknown (no /proc/meminfo)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,7 +713,7 @@ def test_a_lean_unit_is_factored_by_tsqr_from_its_own_stored_tensors_under_its_o
     from safetensors.numpy import save_file
 
     from bounds_lib.checkpoints import SafetensorsSource
-    from bounds_lib.analysis.spectra import SpectraCache
+    from bounds_lib.analysis.cache import SpectraCache
 
     tensors, config = _tiny_weights("llama", np.random.default_rng(8), L=2, N=32, H=4, Hkv=2, F=48)
     model = tmp_path / "f16"
@@ -718,7 +721,7 @@ def test_a_lean_unit_is_factored_by_tsqr_from_its_own_stored_tensors_under_its_o
     save_file({k: v.astype(np.float16) for k, v in tensors.items()}, str(model / "model.safetensors"))
     (model / "config.json").write_text(json.dumps(config))
     calls, reads = [], []
-    tsqr, read_raw = PAR._tsqr_spectrum, SafetensorsSource.read_raw
+    tsqr, read_raw = KERNEL._tsqr_spectrum, SafetensorsSource.read_raw
 
     def spy(W, working, chunk_bytes=None):
         calls.append((W.dtype.name, W.shape, np.dtype(working).name))
@@ -728,7 +731,7 @@ def test_a_lean_unit_is_factored_by_tsqr_from_its_own_stored_tensors_under_its_o
         reads.append(name)
         return read_raw(self, name)
 
-    monkeypatch.setattr(PAR, "_tsqr_spectrum", spy)
+    monkeypatch.setattr(KERNEL, "_tsqr_spectrum", spy)
     monkeypatch.setattr(SafetensorsSource, "read_raw", spy_read)
     dense = compute_spectra(model)
     assert calls == []
@@ -755,23 +758,23 @@ def test_a_worker_reopens_a_checkpoint_re_saved_with_another_header(llama_dir):
     lives across runs. A checkpoint re-saved at the same path with another header (same size and mtime)
     is opened again, not read through the old header's offsets."""
     q = "model.layers.0.self_attn.q_proj.weight"
-    old = PAR._opener(open_checkpoint(llama_dir)).open()  # what a long-lived worker holds from a first run
+    old = UNITS._opener(open_checkpoint(llama_dir)).open()  # what a long-lived worker holds from a first run
     before = old.read(q)
     _swap_layer0_q_and_o_in_the_header(llama_dir / "model.safetensors")
     now = open_checkpoint(llama_dir)
     assert not np.array_equal(now.read(q), before)  # the change is one a reader sees
-    np.testing.assert_array_equal(PAR._opener(now).open().read(q), now.read(q))
+    np.testing.assert_array_equal(UNITS._opener(now).open().read(q), now.read(q))
 
 
 def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
     """A stored unit comes back field for field (an expert's number, a NaN (1,1) norm, the shapes), and each
     stored unit adds one journal line: layer, part, key, host, pid, seconds (0.1 ms), peak memory."""
-    from bounds_lib.analysis.spectra import MatrixSpectrum
+    from bounds_lib.analysis.kernel import MatrixSpectrum
 
-    folder = PAR._ResumeFolder(tmp_path / "r")
+    folder = UNITS._ResumeFolder(tmp_path / "r")
     mats = [MatrixSpectrum(2, 0, "QK", (4, 4), np.array([3.0, 1.0]), 5.0, float("nan")),
             MatrixSpectrum(2, -1, "M_in", (4, 8), np.array([2.0, 0.5, 0.25]), 4.0, 6.0, expert=3)]
-    task = PAR.UnitTask(None, None, 2, ("M_in", 3), "clean", "float64", False)
+    task = UNITS.UnitTask(None, None, 2, ("M_in", 3), "clean", "float64", False)
     folder.store("k1", task, {"matrices": mats, "host": "h", "pid": 7, "seconds": 1.234567, "maxrss": 2**30})
     folder.store("k2", replace(task, part="attention"), {"matrices": mats[:1]})  # sent back without its timings
     back = folder.load("k1", 2)
@@ -791,20 +794,20 @@ def test_the_unit_key_reads_no_device_as_the_cpu_and_keeps_devices_apart(llama_d
     """A run without ``device`` and one with ``device="cpu"`` compute alike, so their units share keys; units
     computed on another device (a GPU's, whose last bits differ) never serve a CPU run, nor one another."""
     src = open_checkpoint(llama_dir)
-    task = PAR.UnitTask(None, detect_architecture(src), 0, "attention", "clean", "float64", False)
-    key = PAR._unit_key(src, task)
-    assert PAR._unit_key(src, replace(task, device="cpu")) == key
-    others = {PAR._unit_key(src, replace(task, device=d)) for d in ("cuda:0", "cuda:1", "torch-cpu")}
+    task = UNITS.UnitTask(None, detect_architecture(src), 0, "attention", "clean", "float64", False)
+    key = UNITS._unit_key(src, task)
+    assert UNITS._unit_key(src, replace(task, device="cpu")) == key
+    others = {UNITS._unit_key(src, replace(task, device=d)) for d in ("cuda:0", "cuda:1", "torch-cpu")}
     assert len(others) == 3 and key not in others
 
 
 def test_a_unit_file_that_needs_pickle_is_recomputed_not_loaded(tmp_path):
     """The resume folder loads plain arrays only: a unit file whose fields are Python objects (unpickling
     runs code) is treated as damaged, so the unit is computed again."""
-    from bounds_lib.analysis.spectra import MatrixSpectrum
+    from bounds_lib.analysis.kernel import MatrixSpectrum
 
-    folder = PAR._ResumeFolder(tmp_path / "r")
-    task = PAR.UnitTask(None, None, 0, "attention", "clean", "float64", False)
+    folder = UNITS._ResumeFolder(tmp_path / "r")
+    task = UNITS.UnitTask(None, None, 0, "attention", "clean", "float64", False)
     folder.store("k", task, {"matrices": [MatrixSpectrum(0, 0, "QK", (2, 2), np.array([1.0, 0.5]), 1.5, 1.5)]})
     assert folder.load("k", 0) is not None
     with np.load(folder._path("k")) as z:
@@ -831,15 +834,15 @@ def test_the_memory_budget_counts_each_stored_precision(tmp_path):
 
     for dt, size in (("float64", 8), ("float32", 4), ("float16", 2)):
         arrays = {"big": np.zeros((30, 10), dtype=dt), "small": np.zeros((2, 2), dtype=dt)}
-        assert PAR.memory_budget(open_checkpoint(arrays, config={})) == 2 * size * 300 + base, dt
-        assert PAR.memory_budget(on_disk(dt, save_file, arrays)) == 2 * size * 300 + base, dt
+        assert UNITS.memory_budget(open_checkpoint(arrays, config={})) == 2 * size * 300 + base, dt
+        assert UNITS.memory_budget(on_disk(dt, save_file, arrays)) == 2 * size * 300 + base, dt
     bf = {"big": torch.zeros((30, 10), dtype=torch.bfloat16)}
-    assert PAR.memory_budget(open_checkpoint(bf, config={})) == 2 * 2 * 300 + base
-    assert PAR.memory_budget(on_disk("bf16", save_torch, bf)) == 2 * 2 * 300 + base
-    assert PAR.memory_budget(on_disk("i8", save_file, {"ids": np.zeros((30, 10), dtype=np.int8)})) == \
+    assert UNITS.memory_budget(open_checkpoint(bf, config={})) == 2 * 2 * 300 + base
+    assert UNITS.memory_budget(on_disk("bf16", save_torch, bf)) == 2 * 2 * 300 + base
+    assert UNITS.memory_budget(on_disk("i8", save_file, {"ids": np.zeros((30, 10), dtype=np.int8)})) == \
         2 * 4 * 300 + base
 
-    class Odd(PAR.TensorSource):
+    class Odd(TensorSource):
         """One tensor whose shape cannot be read: left out of the budget."""
 
         def names(self):
@@ -853,7 +856,7 @@ def test_the_memory_budget_counts_each_stored_precision(tmp_path):
                 raise ValueError("unreadable")
             return (5, 5)
 
-    assert PAR.memory_budget(Odd()) == 2 * 4 * 25 + base
+    assert UNITS.memory_budget(Odd()) == 2 * 4 * 25 + base
 
 
 def test_the_memory_estimate_of_every_unit_kind():
@@ -867,21 +870,21 @@ def test_the_memory_estimate_of_every_unit_kind():
     N, H, Hk, d = 16, 4, 2, 4
     for s, dt in ((8, "float64"), (4, "float32")):
         proj = s * (2 * H * d * N + 2 * Hk * d * N)
-        est = {(e, mode, lean): PAR.unit_memory_estimate(spec, "attention", dt, entrywise=e, mode=mode, lean=lean)
+        est = {(e, mode, lean): UNITS.unit_memory_estimate(spec, "attention", dt, entrywise=e, mode=mode, lean=lean)
                for e in (False, True) for mode in ("clean", "paper") for lean in (False, True)}
         for (e, mode, lean), v in est.items():
             assert v == (3 if lean else 4) * proj // 2 + (64 * 2**20 if e else 0) + \
                 (3 * s * N * N if mode == "paper" else 0), (dt, e, mode, lean)
             assert type(v) is int  # whole bytes
     k = 16
-    assert PAR.unit_memory_estimate(spec, "M_in", "float32") == 4 * (2 * 16 * 80 + k * k)
-    assert PAR.unit_memory_estimate(spec, "M_out", source=src) == 8 * (2 * 16 * 40 + k * k)
-    assert PAR.unit_memory_estimate(spec, "M_in", lean=True, stored="float16") == \
-        int(1.5 * 2 * 16 * 80) + 3 * 8 * k * k + PAR._CHUNK_BYTES
-    assert PAR.unit_memory_estimate(spec, "M_out", "float32", lean=True) == \
-        int(1.5 * 4 * 16 * 40) + 3 * 4 * k * k + PAR._CHUNK_BYTES
-    assert PAR.unit_memory_estimate(spec, "M_out", lean=True, source=src, layer=1) == \
-        int(1.5 * 4 * 16 * 40) + 3 * 8 * k * k + PAR._CHUNK_BYTES
+    assert UNITS.unit_memory_estimate(spec, "M_in", "float32") == 4 * (2 * 16 * 80 + k * k)
+    assert UNITS.unit_memory_estimate(spec, "M_out", source=src) == 8 * (2 * 16 * 40 + k * k)
+    assert UNITS.unit_memory_estimate(spec, "M_in", lean=True, stored="float16") == \
+        int(1.5 * 2 * 16 * 80) + 3 * 8 * k * k + KERNEL._CHUNK_BYTES
+    assert UNITS.unit_memory_estimate(spec, "M_out", "float32", lean=True) == \
+        int(1.5 * 4 * 16 * 40) + 3 * 4 * k * k + KERNEL._CHUNK_BYTES
+    assert UNITS.unit_memory_estimate(spec, "M_out", lean=True, source=src, layer=1) == \
+        int(1.5 * 4 * 16 * 40) + 3 * 8 * k * k + KERNEL._CHUNK_BYTES
 
 
 def test_a_change_beyond_the_header_of_a_large_checkpoint_is_seen_by_its_modification_time(tmp_path):
@@ -924,9 +927,9 @@ def test_the_checkpoint_identity_reads_each_files_first_mib_and_eight_bytes_and_
             raw[o] ^= 1
         f.write_bytes(bytes(raw))
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return PAR._checkpoint_identity(src)
+        return UNITS._checkpoint_identity(src)
 
-    first = PAR._checkpoint_identity(src)
+    first = UNITS._checkpoint_identity(src)
     assert flipped(8 + 2**20 - 1) != first  # the last byte read
     assert flipped(8 + 2**20 - 1) == first  # flipped back
     assert flipped(8 + 2**20, 2**21 + 5, 3 * 2**20 - 1) == first  # beyond the bound: not read
@@ -940,12 +943,13 @@ def test_the_stored_precision_of_a_part_is_the_widest_of_its_tensors_capped_by_t
 
     src = SimpleNamespace(dtype={"g": "F16", "u": "F32", "b": "BF16", "d": "F64"}.get)
     f16, f32, f64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
-    assert PAR._stored_dtype(src, ["g", "g"], f64) == f16
-    assert PAR._stored_dtype(src, ["g", "u"], f64) == PAR._stored_dtype(src, ["u", "g"], f64) == f32
-    assert PAR._stored_dtype(src, ["g", "b"], f64) == f32
-    assert PAR._stored_dtype(src, ["g", "d"], f64) == f64 and PAR._stored_dtype(src, ["d", "g"], f32) == f32
+    assert KERNEL._stored_dtype(src, ["g", "g"], f64) == f16
+    assert KERNEL._stored_dtype(src, ["g", "u"], f64) == KERNEL._stored_dtype(src, ["u", "g"], f64) == f32
+    assert KERNEL._stored_dtype(src, ["g", "b"], f64) == f32
+    assert KERNEL._stored_dtype(src, ["g", "d"], f64) == f64 and KERNEL._stored_dtype(src, ["d", "g"], f32) == f32
     torch_spelling = SimpleNamespace(dtype={"h": "torch.float16", "b": "torch.bfloat16"}.get)  # str(tensor.dtype)
-    assert PAR._stored_dtype(torch_spelling, ["h"], f64) == f16 and PAR._stored_dtype(torch_spelling, ["b"], f64) == f32
+    assert KERNEL._stored_dtype(torch_spelling, ["h"], f64) == f16
+    assert KERNEL._stored_dtype(torch_spelling, ["b"], f64) == f32
 
 
 def test_a_mixture_of_experts_on_the_lean_path_keeps_each_experts_number(tmp_path, monkeypatch):

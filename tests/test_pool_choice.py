@@ -1,5 +1,5 @@
 """The default chooses a process pool only where it pays (issue 34): the cost model of
-:func:`bounds_lib.analysis.parallel.plan_pool`, the flop counts it rests on, the machine record it learns from,
+:func:`bounds_lib.analysis.pool.plan_pool`, the flop counts it rests on, the machine record it learns from,
 and what ``run_units`` does with them (``jobs=0`` decides; ``jobs`` > 1 forces).
 
 The speed itself is measured by ``benchmarks/bench_pool.py`` (no timed asserts here)."""
@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-import bounds_lib.analysis.parallel as PAR
+import bounds_lib.analysis.pool as POOL
+import bounds_lib.analysis.units as UNITS
 from bounds_lib.checkpoints import detect_architecture, open_checkpoint
 from bounds_lib.analysis.spectra import compute_spectra
 from tiny_checkpoints import bert_encoder_weights, write_tiny_bert
@@ -44,8 +45,8 @@ def bert_dir(tmp_path):
     (1e12, 1, 0.0, False),  # one worker is never a pool
 ])
 def test_plan_pool_is_the_stated_rule(monkeypatch, flops, workers, busy, use):
-    monkeypatch.setattr(PAR, "_cores", lambda: max(workers, 2))
-    got, cost = PAR.plan_pool(flops, workers, rate=(1e9, "given"), start=(0.5, "given"), busy=busy)
+    monkeypatch.setattr(POOL, "_cores", lambda: max(workers, 2))
+    got, cost = POOL.plan_pool(flops, workers, rate=(1e9, "given"), start=(0.5, "given"), busy=busy)
     free = max(1, min(workers, round(max(workers, 2) - busy)))
     assert got is use
     assert cost["serial_estimate_s"] == pytest.approx(flops / 1e9, abs=1e-3)
@@ -55,7 +56,7 @@ def test_plan_pool_is_the_stated_rule(monkeypatch, flops, workers, busy, use):
 
 
 def test_plan_pool_states_every_number_it_used():
-    _, cost = PAR.plan_pool(2e9, 2, rate=(4e9, "r"), start=(0.25, "s"), busy=0.0)
+    _, cost = POOL.plan_pool(2e9, 2, rate=(4e9, "r"), start=(0.25, "s"), busy=0.0)
     assert {"svd_flops", "svd_rate_GFLOPs", "svd_rate_from", "serial_estimate_s", "busy_cores", "effective_workers",
             "worker_start_s", "worker_start_from", "workers", "pool_estimate_s", "decision"} <= set(cost)
     assert (cost["svd_rate_GFLOPs"], cost["worker_start_s"], cost["svd_flops"]) == (4.0, 0.25, 2e9)
@@ -67,17 +68,17 @@ def test_dense_unit_flops_are_golub_kahan(tmp_path):
     src = open_checkpoint(folder)
     spec = detect_architecture(src)
     for part in ("M_in", "M_out"):  # 32 × 96 either way round
-        assert PAR.unit_flops(spec, part, source=src) == 4 * 96 * 32**2 - 4 * 32**3 / 3
+        assert UNITS.unit_flops(spec, part, source=src) == 4 * 96 * 32**2 - 4 * 32**3 / 3
     N, H, d = 32, 4, 8
-    assert PAR.unit_flops(spec, "attention") == 2 * H * (4 * N * d * d + 3 * d**3)
-    assert PAR.unit_flops(spec, "attention", entrywise=True) == 2 * H * (4 * N * d * d + 3 * d**3 + 2 * N * N * d)
-    assert PAR.unit_flops(spec, "attention", mode="paper") == 2 * H * (2 * N * N * d + 8 * N**3 / 3)
+    assert UNITS.unit_flops(spec, "attention") == 2 * H * (4 * N * d * d + 3 * d**3)
+    assert UNITS.unit_flops(spec, "attention", entrywise=True) == 2 * H * (4 * N * d * d + 3 * d**3 + 2 * N * N * d)
+    assert UNITS.unit_flops(spec, "attention", mode="paper") == 2 * H * (2 * N * N * d + 8 * N**3 / 3)
 
 
 def test_gated_ffn_flops_count_both_halves(tmp_path):
     spec = detect_architecture(open_checkpoint(_llama(tmp_path)))
     N, F = spec.hidden, spec.d_ff
-    assert PAR.unit_flops(spec, "M_in") == 4 * (2 * F) * N**2 - 4 * N**3 / 3  # [G | U] is N × 2F
+    assert UNITS.unit_flops(spec, "M_in") == 4 * (2 * F) * N**2 - 4 * N**3 / 3  # [G | U] is N × 2F
 
 
 def _llama(tmp_path):
@@ -104,49 +105,49 @@ def _llama(tmp_path):
 
 
 def test_the_machine_record_keeps_the_last_ten_and_its_medians_are_used(record):
-    assert PAR.machine_record() == {}
-    assert PAR.worker_start_seconds() == (PAR.WORKER_START_S, PAR.worker_start_seconds()[1])
+    assert POOL.machine_record() == {}
+    assert POOL.worker_start_seconds() == (POOL.WORKER_START_S, POOL.worker_start_seconds()[1])
     for x in range(1, 13):
-        PAR._record(worker_start_s=x / 10, svd_rate=x * 1e9)
-    r = PAR.machine_record()
+        POOL._record(worker_start_s=x / 10, svd_rate=x * 1e9)
+    r = POOL.machine_record()
     assert r["worker_start_s"] == [x / 10 for x in range(3, 13)]
     assert r["svd_rate"] == [x * 1e9 for x in range(3, 13)]
-    s, where = PAR.worker_start_seconds()
+    s, where = POOL.worker_start_seconds()
     assert s == pytest.approx(np.median([x / 10 for x in range(3, 13)])) and "median of the last 10" in where
-    rate, where = PAR.svd_rate()
+    rate, where = POOL.svd_rate()
     assert rate == pytest.approx(7.5e9) and "measured on this machine" in where
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '{"other/1 cores": {}}', '{"%s": {"svd_rate": "x"}}'])
 def test_a_broken_record_is_an_empty_one(record, text):
-    record.write_text(text.replace("%s", PAR._machine_key()))
-    assert PAR.machine_record() == {}
-    assert PAR.worker_start_seconds()[0] == PAR.WORKER_START_S
-    PAR._record(worker_start_s=0.7)  # and a write replaces it with a good one
-    assert PAR.machine_record()["worker_start_s"] == [0.7]
+    record.write_text(text.replace("%s", POOL._machine_key()))
+    assert POOL.machine_record() == {}
+    assert POOL.worker_start_seconds()[0] == POOL.WORKER_START_S
+    POOL._record(worker_start_s=0.7)  # and a write replaces it with a good one
+    assert POOL.machine_record()["worker_start_s"] == [0.7]
 
 
 def test_an_unwritable_record_is_not_an_error(tmp_path, monkeypatch):
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("BOUNDS_LIB_MACHINE_RECORD", str(tmp_path / "a-file" / "machine.json"))  # under a file
-    PAR._record(svd_rate=1e9)  # best effort: nothing raised
-    assert PAR.machine_record() == {}
+    POOL._record(svd_rate=1e9)  # best effort: nothing raised
+    assert POOL.machine_record() == {}
 
 
 def test_without_a_record_the_rate_is_measured_now(record, monkeypatch):
-    monkeypatch.setattr(PAR, "_RATE", [])
-    rate, where = PAR.svd_rate()
+    monkeypatch.setattr(POOL, "_RATE", [])
+    rate, where = POOL.svd_rate()
     assert 1e7 < rate < 1e13 and "timed now" in where
-    assert PAR.svd_rate()[0] == rate  # once per process
+    assert POOL.svd_rate()[0] == rate  # once per process
 
 
 # --- what run_units does with it ------------------------------------------------------------------
 
 
 def test_jobs_0_stays_in_process_when_the_pool_would_not_pay(bert_dir, record, monkeypatch):
-    monkeypatch.setattr(PAR, "_cores", lambda: 2)
-    monkeypatch.setattr(PAR, "_busy_cores", lambda: 0.0)
-    PAR._record(svd_rate=1e10, worker_start_s=0.5)  # a tiny model: microseconds of work against 0.5 s
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    monkeypatch.setattr(POOL, "_busy_cores", lambda: 0.0)
+    POOL._record(svd_rate=1e10, worker_start_s=0.5)  # a tiny model: microseconds of work against 0.5 s
     sp = compute_spectra(bert_dir, jobs=0)
     p = sp.meta["parallel"]
     assert p["backend"] == "in process" and p["workers"] == 1 and p["chosen"]["limited_by"] == ["cost"]
@@ -154,24 +155,24 @@ def test_jobs_0_stays_in_process_when_the_pool_would_not_pay(bert_dir, record, m
     assert "svd_rate_measured_GFLOPs" not in p or p["svd_rate_measured_GFLOPs"] > 0
 
 
-@pytest.mark.skipif(PAR._cores() < 2, reason="a pool needs two cores")
+@pytest.mark.skipif(POOL._cores() < 2, reason="a pool needs two cores")
 def test_jobs_0_takes_the_pool_when_it_pays_and_measures_the_start_up(bert_dir, record, monkeypatch):
-    monkeypatch.setattr(PAR, "_busy_cores", lambda: 0.0)
-    monkeypatch.setattr(PAR, "svd_rate", lambda: (1.0, "a machine that needs a second per flop"))
+    monkeypatch.setattr(POOL, "_busy_cores", lambda: 0.0)
+    monkeypatch.setattr(POOL, "svd_rate", lambda: (1.0, "a machine that needs a second per flop"))
     here = compute_spectra(bert_dir, jobs=1)
     sp = compute_spectra(bert_dir, jobs=0)
     p = sp.meta["parallel"]
     assert p["backend"] == "processes" and p["workers"] == 2
     assert p["chosen"]["cost"]["decision"].startswith("a pool of 2")
     assert 0 < p["worker_start_measured_s"] < 120
-    assert PAR.machine_record()["worker_start_s"][-1] == pytest.approx(p["worker_start_measured_s"], rel=1e-3)
+    assert POOL.machine_record()["worker_start_s"][-1] == pytest.approx(p["worker_start_measured_s"], rel=1e-3)
     for a, b in zip(here.matrices, sp.matrices):
         np.testing.assert_array_equal(a.sigma, b.sigma)
 
 
-@pytest.mark.skipif(PAR._cores() < 2, reason="a pool needs two cores")
+@pytest.mark.skipif(POOL._cores() < 2, reason="a pool needs two cores")
 def test_jobs_2_forces_the_pool_whatever_the_cost(bert_dir, record, monkeypatch):
-    PAR._record(svd_rate=1e15, worker_start_s=100.0)  # the cost model would never choose a pool
+    POOL._record(svd_rate=1e15, worker_start_s=100.0)  # the cost model would never choose a pool
     p = compute_spectra(bert_dir, jobs=2).meta["parallel"]
     assert p["backend"] == "processes" and "cost" not in p["chosen"]
 
@@ -179,10 +180,10 @@ def test_jobs_2_forces_the_pool_whatever_the_cost(bert_dir, record, monkeypatch)
 def test_an_in_process_run_records_the_rate_its_units_ran_at(bert_dir, record):
     p = compute_spectra(bert_dir, jobs=1).meta["parallel"]
     if "svd_rate_measured_GFLOPs" in p:  # only when the units took measurable time (> 0.05 s)
-        assert PAR.machine_record()["svd_rate"][-1] == pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01,
+        assert POOL.machine_record()["svd_rate"][-1] == pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01,
                                                                      abs=ROUNDING)
     else:
-        assert PAR.machine_record().get("svd_rate", []) == []
+        assert POOL.machine_record().get("svd_rate", []) == []
 
 
 def test_the_rate_is_recorded_from_units_that_took_time(tmp_path, record):
@@ -190,7 +191,7 @@ def test_the_rate_is_recorded_from_units_that_took_time(tmp_path, record):
                              weights=bert_encoder_weights(hidden=256, intermediate=2048, layers=2))
     p = compute_spectra(folder, jobs=1, entrywise=False).meta["parallel"]
     assert p["svd_rate_measured_GFLOPs"] > 0
-    assert PAR.machine_record()["svd_rate"] == [pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01,
+    assert POOL.machine_record()["svd_rate"] == [pytest.approx(p["svd_rate_measured_GFLOPs"] * 1e9, rel=0.01,
                                                               abs=ROUNDING)]
 
 
@@ -203,7 +204,7 @@ def test_the_cli_records_the_asked_jobs_and_the_choice(bert_dir, tmp_path, recor
     assert meta["jobs"] == 0
     chosen = meta["parallel"]["chosen"]
     assert chosen["workers"] == meta["parallel"]["workers"]
-    if PAR._cores() > 1:
+    if POOL._cores() > 1:
         assert "cost" in chosen
 
 
@@ -211,8 +212,8 @@ def test_the_cli_records_the_asked_jobs_and_the_choice(bert_dir, tmp_path, recor
 
 
 def test_the_report_rounds_as_stated(monkeypatch):
-    monkeypatch.setattr(PAR, "_cores", lambda: 2)
-    _, cost = PAR.plan_pool(1234567890.0, 2, rate=(4.123456e9, "r"), start=(0.123456, "s"), busy=0.98765)
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    _, cost = POOL.plan_pool(1234567890.0, 2, rate=(4.123456e9, "r"), start=(0.123456, "s"), busy=0.98765)
     assert (cost["svd_rate_GFLOPs"], cost["busy_cores"], cost["worker_start_s"]) == (4.12, 0.99, 0.123)
     assert cost["serial_estimate_s"] == round(1234567890.0 / 4.123456e9, 3)
     assert cost["pool_estimate_s"] == round(0.123456 + 1234567890.0 / 4.123456e9 / 1, 3)
@@ -228,10 +229,10 @@ def test_the_calibration_times_three_values_only_svds_of_a_512_by_256_matrix(rec
         return real_svd(A, compute_uv=compute_uv, **k)
 
     clock = iter(np.arange(0.0, 100.0, 0.01))
-    monkeypatch.setattr(PAR, "_RATE", [])
-    monkeypatch.setattr(PAR.np.linalg, "svd", svd)
-    monkeypatch.setattr(PAR.time, "perf_counter", lambda: float(next(clock)))
-    rate, where = PAR.svd_rate()
+    monkeypatch.setattr(POOL, "_RATE", [])
+    monkeypatch.setattr(POOL.np.linalg, "svd", svd)
+    monkeypatch.setattr(POOL.time, "perf_counter", lambda: float(next(clock)))
+    rate, where = POOL.svd_rate()
     assert calls == [((512, 256), False)] * 3
     assert rate == pytest.approx((4 * 512 * 256**2 - 4 * 256**3 / 3) / 0.01, rel=1e-9)
     assert where == "a 512×256 SVD timed now (no run measured on this machine yet)"
@@ -240,22 +241,22 @@ def test_the_calibration_times_three_values_only_svds_of_a_512_by_256_matrix(rec
 def test_the_record_keeps_only_plausible_values_and_makes_its_folder(tmp_path, monkeypatch):
     f = tmp_path / "new" / "nested" / "machine.json"
     monkeypatch.setenv("BOUNDS_LIB_MACHINE_RECORD", str(f))
-    PAR._record(svd_rate=2e9)
+    POOL._record(svd_rate=2e9)
     assert f.is_file()
     data = json.loads(f.read_text())
-    data[PAR._machine_key()]["svd_rate"] += [0.0, -1.0, 1e15, 9.9e14]
+    data[POOL._machine_key()]["svd_rate"] += [0.0, -1.0, 1e15, 9.9e14]
     f.write_text(json.dumps(data))
-    assert PAR.machine_record()["svd_rate"] == [2e9, 9.9e14]
-    assert PAR.worker_start_seconds()[1] == ("bounds_lib.analysis.parallel.WORKER_START_S "
+    assert POOL.machine_record()["svd_rate"] == [2e9, 9.9e14]
+    assert POOL.worker_start_seconds()[1] == ("bounds_lib.analysis.pool.WORKER_START_S "
                                             "(not yet measured on this machine)")
 
 
 def test_busy_cores_is_the_one_minute_load_and_zero_without_one(monkeypatch):
-    monkeypatch.setattr(PAR.os, "getloadavg", lambda: (1.5, 7.0, 9.0))
-    assert PAR._busy_cores() == 1.5
+    monkeypatch.setattr(POOL.os, "getloadavg", lambda: (1.5, 7.0, 9.0))
+    assert POOL._busy_cores() == 1.5
 
     def none():
         raise OSError("no load average here")
 
-    monkeypatch.setattr(PAR.os, "getloadavg", none)
-    assert PAR._busy_cores() == 0.0
+    monkeypatch.setattr(POOL.os, "getloadavg", none)
+    assert POOL._busy_cores() == 0.0

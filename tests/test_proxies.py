@@ -16,11 +16,9 @@ transformers = pytest.importorskip("transformers")
 from tiny_checkpoints import read_state_dict, synthetic_spectra  # noqa: E402
 
 from bounds_lib.analysis.scoring import ScoringOptions, score  # noqa: E402
-from bounds_lib.analysis.spectra import (  # noqa: E402
-    SpectraCache,
-    compute_spectra,
-    head_product_spectra,
-)
+from bounds_lib.analysis.cache import SpectraCache  # noqa: E402
+from bounds_lib.analysis.kernel import head_product_spectra  # noqa: E402
+from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
 
 REL = 1e-9
 

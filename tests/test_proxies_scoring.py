@@ -15,7 +15,8 @@ import pytest
 
 from bounds_lib.checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
 from bounds_lib.analysis.scoring import BoundReport, ScoringOptions, log10_or_value, score
-from bounds_lib.analysis.spectra import MatrixSpectrum, ModelSpectra
+from bounds_lib.analysis.kernel import MatrixSpectrum
+from bounds_lib.analysis.spectra import ModelSpectra
 
 REL = 1e-12
 L, N, H, D = 2, 6, 2, 3

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bounds_lib.analysis import report as R  # noqa: E402
+from bounds_lib.analysis import plotting as FIG, report as R  # noqa: E402
 from bounds_lib.theory.peeling import posthoc_choice  # noqa: E402
 from bounds_lib.analysis.scoring import score  # noqa: E402
 from bounds_lib.analysis.spectra import compute_spectra  # noqa: E402
@@ -175,9 +175,9 @@ def test_every_chapter6_figure_follows_the_book_style():
     use_book_style()
     sp = synthetic_spectra(L=3)
     rep = score(sp)
-    figs = [R.figure_spectral_decay(sp, layers=range(3)), R.figure_T_ratio(rep), R.figure_norms(rep),
-            R.figure_p_star_histogram(rep), R.figure_prefix_depth(sp),
-            R.figure_scaling([score(synthetic_spectra(L=l, N=n)) for l in (1, 2) for n in (8, 16)])]
+    figs = [FIG.figure_spectral_decay(sp, layers=range(3)), FIG.figure_T_ratio(rep), FIG.figure_norms(rep),
+            FIG.figure_p_star_histogram(rep), FIG.figure_prefix_depth(sp),
+            FIG.figure_scaling([score(synthetic_spectra(L=l, N=n)) for l in (1, 2) for n in (8, 16)])]
     for fig in figs:
         assert panels_per_row(fig) <= 2
         assert min_font_pt(fig) >= 10
@@ -187,7 +187,7 @@ def test_every_chapter6_figure_follows_the_book_style():
         assert phone_text_px(meta) >= MIN_PHONE_PX, (fig.get_size_inches(), meta)
         plt.close(fig)
     with pytest.raises(ValueError, match="no layer"):
-        R.figure_spectral_decay(sp, layers=[7])
+        FIG.figure_spectral_decay(sp, layers=[7])
 
 
 def test_phone_text_check_has_power():

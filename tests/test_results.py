@@ -10,7 +10,7 @@ import torch
 from bounds_lib.studies import results as R
 from bounds_lib.theory.model import forward, random_transformer
 from bounds_lib.studies.results import load_model, save_model
-from bounds_lib.analysis.scoring import single_head_proxies
+from bounds_lib.analysis.single_head import single_head_proxies
 from bounds_lib.studies.training import TrainConfig, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -101,10 +101,13 @@ def test_rerun_command_of_every_committed_file(name):
 def test_rerun_command_wraps_and_refuses():
     meta = {"command": "python -m bounds_lib.studies.grid --select a=1 b=2 c=3 d=4 e=5 f=6 --jobs 2"}
     assert R.rerun_command(meta) == meta["command"]
-    narrow = R.rerun_command(meta, width=30).splitlines()
+    narrow = R.rerun_command(meta, width=36).splitlines()
     assert narrow[0] == "python -m bounds_lib.studies.grid \\"
     # an option with more values than fit: its values continue on the next line, within the width
-    assert all(len(line) <= 30 for line in narrow) and "    --select a=1 b=2 c=3 d=4 \\" in narrow
+    assert all(len(line) <= 36 for line in narrow) and "    --select a=1 b=2 c=3 d=4 e=5 \\" in narrow
+    # the module paths the command had before (the shim module, then the flat module) are today's
+    for old in ("python -m bounds_lib.experiments", "python -m bounds_lib.grid"):
+        assert R.rerun_command({"command": old + " --preset robust"}) == R.GRID_COMMAND + " --preset robust"
     other = R.rerun_command({"command": "bounds-lib analyze model --json out.json"}, width=30)
     assert other.splitlines()[0].startswith("bounds-lib ")
     for bad in ({}, {"command": "  "}, {"command": 3}, None):

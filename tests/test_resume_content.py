@@ -13,7 +13,8 @@ import shutil
 import numpy as np
 import pytest
 
-import bounds_lib.analysis.parallel as PAR
+import bounds_lib.analysis.kernel as KERNEL
+import bounds_lib.analysis.units as UNITS
 from bounds_lib.checkpoints import open_checkpoint
 from bounds_lib.analysis.spectra import compute_spectra
 from test_parallel import _same_model, write_tiny
@@ -31,13 +32,13 @@ def test_a_weight_changed_past_the_first_mib_with_the_time_restored_is_recompute
     assert f.stat().st_size > 2 * 2**20
     folder = tmp_path / "res"
     before = compute_spectra(model, resume=folder)
-    identity = PAR._checkpoint_identity(open_checkpoint(model))
+    identity = UNITS._checkpoint_identity(open_checkpoint(model))
     st = os.stat(f)
     raw = bytearray(f.read_bytes())
     raw[-4] ^= 1  # the lowest mantissa bit of the last float32 weight of the file
     f.write_bytes(bytes(raw))
     _restore_times(f, st)  # as rsync -t, cp -p or an archive restores them
-    assert PAR._checkpoint_identity(open_checkpoint(model)) == identity  # power: the old key saw nothing
+    assert UNITS._checkpoint_identity(open_checkpoint(model)) == identity  # power: the old key saw nothing
     fresh = compute_spectra(model)
     with pytest.raises(AssertionError):  # and the change is one the spectra see
         _same_model(before, fresh)
@@ -68,11 +69,11 @@ def test_another_fine_tune_saved_at_the_same_path_with_the_same_time_is_recomput
     shutil.copytree(a, model)
     folder = tmp_path / "res"
     compute_spectra(model, resume=folder)
-    identity = PAR._checkpoint_identity(open_checkpoint(model))
+    identity = UNITS._checkpoint_identity(open_checkpoint(model))
     st = os.stat(model / "model.safetensors")
     shutil.copyfile(b / "model.safetensors", model / "model.safetensors")
     _restore_times(model / "model.safetensors", st)
-    old_identity_same = PAR._checkpoint_identity(open_checkpoint(model)) == identity
+    old_identity_same = UNITS._checkpoint_identity(open_checkpoint(model)) == identity
     got = compute_spectra(model, resume=folder)
     _same_model(compute_spectra(b), got)
     assert got.meta["parallel"]["units_computed"] == 6
@@ -140,18 +141,18 @@ def test_the_key_depends_on_each_setting_and_each_byte(tmp_path):
     from bounds_lib.checkpoints import detect_architecture
 
     arch = detect_architecture(src)
-    base = PAR.UnitTask(None, arch, 0, "M_in", "clean", "float64", False, None, 1, chunk_bytes=PAR._CHUNK_BYTES)
-    k0 = PAR._unit_key(src, base)
+    base = UNITS.UnitTask(None, arch, 0, "M_in", "clean", "float64", False, None, 1, chunk_bytes=KERNEL._CHUNK_BYTES)
+    k0 = UNITS._unit_key(src, base)
     from dataclasses import replace
 
     variants = [replace(base, mode="paper"), replace(base, dtype="float32"), replace(base, entrywise=True),
                 replace(base, device="torch-cpu"), replace(base, lean=True), replace(base, chunk_bytes=1024),
                 replace(base, part="M_out"), replace(base, arch=replace(arch, n_kv_heads=4, n_heads=8, head_dim=4))]
-    keys = [PAR._unit_key(src, v) for v in variants]
+    keys = [UNITS._unit_key(src, v) for v in variants]
     assert len({k0, *keys}) == len(keys) + 1
-    assert PAR._unit_key(src, replace(base, arch=replace(arch, activation="relu"))) == k0
-    assert PAR._unit_key(src, replace(base, arch=replace(arch, n_layers=7))) == k0
-    assert PAR._unit_key(src, replace(base, blas_threads=8)) == k0
+    assert UNITS._unit_key(src, replace(base, arch=replace(arch, activation="relu"))) == k0
+    assert UNITS._unit_key(src, replace(base, arch=replace(arch, n_layers=7))) == k0
+    assert UNITS._unit_key(src, replace(base, blas_threads=8)) == k0
 
 
 # --- from the mutation run of the new functions (tests/MUTATION.md) --------------------------------
@@ -166,7 +167,7 @@ def test_a_safetensors_digest_is_the_sha256_of_exactly_the_stored_bytes(tmp_path
     start = 8 + int.from_bytes(raw[:8], "little")
     for name in src.names():
         b, e = json.loads(raw[8:start])[name]["data_offsets"]
-        assert PAR._tensor_digest(src, name) == hashlib.sha256(raw[start + b:start + e]).digest(), name
+        assert UNITS._tensor_digest(src, name) == hashlib.sha256(raw[start + b:start + e]).digest(), name
 
 
 def test_a_change_in_another_tensor_keeps_this_unit_key(tmp_path):
@@ -178,7 +179,7 @@ def test_a_change_in_another_tensor_keeps_this_unit_key(tmp_path):
     def keys():
         src = open_checkpoint(model)
         arch = detect_architecture(src)
-        return {part: PAR._unit_key(src, PAR.UnitTask(None, arch, 0, part, "clean", "float64", False))
+        return {part: UNITS._unit_key(src, UNITS.UnitTask(None, arch, 0, part, "clean", "float64", False))
                 for part in ("attention", "M_in", "M_out")}
 
     before = keys()
@@ -200,16 +201,16 @@ def test_the_same_bytes_read_as_another_dtype_or_shape_key_differently(tmp_path)
     model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
     src = open_checkpoint(model)
     arch = detect_architecture(src)
-    task = PAR.UnitTask(None, arch, 0, "M_out", "clean", "float64", False)
-    k0 = PAR._unit_key(src, task)
+    task = UNITS.UnitTask(None, arch, 0, "M_out", "clean", "float64", False)
+    k0 = UNITS._unit_key(src, task)
     name = "model.layers.0.mlp.down_proj.weight"
     entry = src._where[name][2]
     for change in ({"dtype": "F16", "shape": [entry["shape"][0], 2 * entry["shape"][1]]},
                    {"shape": entry["shape"][::-1]}):
         src._where[name] = (src._where[name][0], src._where[name][1], {**entry, **change})
-        assert PAR._unit_key(src, task) != k0, change
+        assert UNITS._unit_key(src, task) != k0, change
     src._where[name] = (src._where[name][0], src._where[name][1], entry)
-    assert PAR._unit_key(src, task) == k0
+    assert UNITS._unit_key(src, task) == k0
 
 
 @pytest.mark.parametrize("kind", ["state_dict", "pytorch-bin"])
@@ -234,8 +235,8 @@ def test_content_keys_for_weights_in_memory_and_torch_files(tmp_path, kind):
         return open_checkpoint(d)
 
     def key(src):
-        task = PAR.UnitTask(None, detect_architecture(src), 0, "M_in", "clean", "float64", False)
-        return PAR._unit_key(src, task)
+        task = UNITS.UnitTask(None, detect_architecture(src), 0, "M_in", "clean", "float64", False)
+        return UNITS._unit_key(src, task)
 
     a, b = key(source(weights)), key(source({k: v.copy() for k, v in weights.items()}))
     changed = {k: v.copy() for k, v in weights.items()}
@@ -266,14 +267,14 @@ def test_the_stored_dtype_alone_changes_the_key(tmp_path):
 
     model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
     src = open_checkpoint(model)
-    task = PAR.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
+    task = UNITS.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
     name = "model.layers.0.mlp.down_proj.weight"
     f, start, entry = src._where[name]
     halves = {**entry, "shape": [entry["shape"][0], 2 * entry["shape"][1]]}
     keys = []
     for dtype in ("F16", "BF16"):
         src._where[name] = (f, start, {**halves, "dtype": dtype})
-        keys.append(PAR._unit_key(src, task))
+        keys.append(UNITS._unit_key(src, task))
     assert keys[0] != keys[1]
 
 
@@ -282,7 +283,7 @@ def test_a_file_truncated_after_it_was_opened_is_a_clear_error_when_keyed(tmp_pa
 
     model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
     src = open_checkpoint(model)
-    task = PAR.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
+    task = UNITS.UnitTask(None, detect_architecture(src), 0, "M_out", "clean", "float64", False)
     name = "model.layers.0.mlp.down_proj.weight"
     f = model / "model.safetensors"
     start, e = src._where[name][1], src._where[name][2]["offsets"][1]
@@ -290,4 +291,4 @@ def test_a_file_truncated_after_it_was_opened_is_a_clear_error_when_keyed(tmp_pa
         fh.truncate(start + e - 1)  # one byte of the tensor gone
     with pytest.raises(CheckpointError, match=r"could not read tensor 'model\.layers\.0\.mlp\.down_proj\.weight' "
                                                r"\(file truncated\)"):
-        PAR._unit_key(src, task)
+        UNITS._unit_key(src, task)

@@ -6,18 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from bounds_lib.theory.model import random_transformer
+from bounds_lib.theory.model import MULTI_HEAD_MATRIX_TYPES, SINGLE_HEAD_MATRIX_TYPES, random_transformer
 from bounds_lib.theory.peeling import posthoc_choice, posthoc_grid
 from bounds_lib.analysis.scoring import (
     LN10,
-    MULTI_HEAD_MATRIX_TYPES,
-    SINGLE_HEAD_MATRIX_TYPES,
     _multi_head_log_terms,
     analyze,
     log_edelman_bound,
     posthoc_term,
-    single_head_proxies,
 )
+from bounds_lib.analysis.single_head import single_head_proxies
 
 SUMMATIONS = ("by_layer", "flat")
 

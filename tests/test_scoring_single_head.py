@@ -1,4 +1,4 @@
-"""The proxies of the paper's single-head model (bounds_lib.analysis.scoring.single_head_proxies, Chapter 7): closed
+"""The proxies of the paper's single-head model (bounds_lib.analysis.single_head.single_head_proxies, Chapter 7): closed
 forms on scaled identities, and agreement with the multi-head path of Chapter 6 on the saved checkpoint."""
 import math
 
@@ -8,7 +8,7 @@ import torch
 
 from bounds_lib.theory.model import Block, SingleHeadTransformer
 from bounds_lib.studies.results import save_model
-from bounds_lib.analysis.scoring import single_head_proxies
+from bounds_lib.analysis.single_head import single_head_proxies
 from bounds_lib.studies.training import TrainConfig, train
 
 

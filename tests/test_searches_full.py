@@ -1,6 +1,6 @@
 """The long adversarial searches of Chapter 3 — the second line behind its witnesses (issue 28).
 
-Chapter 3 shows every bound attained by a witness (:mod:`bounds_lib.checks.witnesses`, tested in
+Chapter 3 shows every bound attained by a witness (:mod:`bounds_lib.checks.ch3_witnesses`, tested in
 ``tests/test_witnesses.py``) and runs short searches a reader can wait for. The searches at the
 budgets the chapter used to run (several minutes in all) run here, marked ``slow`` (``make test`` runs
 them, in parallel with the rest of the suite; ``make unit`` leaves them out). Each check's claims

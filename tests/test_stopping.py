@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bounds_lib.analysis.parallel as PAR
+import bounds_lib.analysis.cluster as CLUSTER
+import bounds_lib.analysis.pool as POOL
 from tiny_checkpoints import bert_encoder_weights, write_tiny_bert
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
@@ -87,7 +88,7 @@ def _lines(log) -> list:
         return []
 
 
-needs_two = pytest.mark.skipif(PAR._cores() < 2, reason="a process pool needs two cores here")
+needs_two = pytest.mark.skipif(POOL._cores() < 2, reason="a process pool needs two cores here")
 
 
 @needs_two
@@ -154,7 +155,7 @@ def test_the_watchdog_alone_ends_a_worker_whose_parent_died(tmp_path):
     child = ("import ctypes, os, sys, time\n"
              "def no(*a, **k): raise OSError('prctl disabled by the test')\n"
              "ctypes.CDLL = no\n"
-             "from bounds_lib.analysis.parallel import _worker_init\n"
+             "from bounds_lib.analysis.pool import _worker_init\n"
              "_worker_init(os.getppid())\n"
              f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
              "time.sleep(120)\n")
@@ -168,13 +169,13 @@ def test_the_watchdog_alone_ends_a_worker_whose_parent_died(tmp_path):
         assert _alive(worker)
         p.kill()
         p.wait(10)
-        assert _wait(lambda: not _alive(worker), 3 + 2 * PAR._WATCHDOG_S), "the watchdog did not end the worker"
+        assert _wait(lambda: not _alive(worker), 3 + 2 * POOL._WATCHDOG_S), "the watchdog did not end the worker"
     finally:
         p.kill()
 
 
 def test_a_worker_whose_parent_is_already_gone_exits_at_once():
-    r = subprocess.run([sys.executable, "-c", "from bounds_lib.analysis.parallel import _worker_init\n_worker_init(1)\n"
+    r = subprocess.run([sys.executable, "-c", "from bounds_lib.analysis.pool import _worker_init\n_worker_init(1)\n"
                         "import time; time.sleep(30)"], env=ENV, timeout=60)
     assert r.returncode == 1
 
@@ -278,8 +279,8 @@ def test_tasks_pending_on_a_cluster_without_workers_are_an_error_within_the_time
             distributed.Client(cluster) as client:
         fut = client.submit(time.sleep, 0.1, pure=False)
         t = time.monotonic()
-        with pytest.raises(PAR.ClusterError, match="no workers for 1 s with 1 tasks pending"):
-            for _ in PAR.dask_results(client, [fut], timeout=1):
+        with pytest.raises(CLUSTER.ClusterError, match="no workers for 1 s with 1 tasks pending"):
+            for _ in CLUSTER.dask_results(client, [fut], timeout=1):
                 pass
         assert time.monotonic() - t < 1 + 6
 
@@ -290,8 +291,8 @@ def test_a_unit_timeout_bounds_a_stuck_worker():
                                   processes=False) as cluster, distributed.Client(cluster) as client:
         fut = client.submit(time.sleep, 4, pure=False)
         t = time.monotonic()
-        with pytest.raises(PAR.ClusterError, match=r"no result from the Dask cluster for 1\.5 s"):
-            for _ in PAR.dask_results(client, [fut], timeout=5, unit_timeout=1.5):
+        with pytest.raises(CLUSTER.ClusterError, match=r"no result from the Dask cluster for 1\.5 s"):
+            for _ in CLUSTER.dask_results(client, [fut], timeout=5, unit_timeout=1.5):
                 pass
         assert time.monotonic() - t < 1.5 + 2
 
@@ -300,7 +301,7 @@ def test_the_grid_scheduler_has_the_same_deadlines(monkeypatch, tmp_path):
     pytest.importorskip("distributed")
     from bounds_lib.studies import grid
 
-    monkeypatch.setattr(PAR, "SCHEDULER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(CLUSTER, "SCHEDULER_TIMEOUT_S", 1.0)
     address, close = _silent_listener()
     box = {}
 
@@ -316,7 +317,7 @@ def test_the_grid_scheduler_has_the_same_deadlines(monkeypatch, tmp_path):
         th.start()
         th.join(30)
         assert not th.is_alive(), "the grid's --scheduler still waits after 30 s (deadline 1 s)"
-        assert isinstance(box.get("error"), PAR.ClusterError), box
+        assert isinstance(box.get("error"), CLUSTER.ClusterError), box
         assert "cannot reach a Dask scheduler" in str(box["error"]) and "within 1 s" in str(box["error"])
         assert time.monotonic() - t < 6
     finally:
@@ -355,10 +356,10 @@ def test_cgroup_v2_reads_the_process_own_group_and_its_tightest_ancestor(tmp_pat
         "slurm/job_7/memory.max": str(8 * GB), "slurm/job_7/memory.current": str(3 * GB),  # the step: 5 GB left
         "slurm/job_7/step_0/memory.max": "max", "slurm/job_7/step_0/memory.current": str(GB)},
         "0::/slurm/job_7/step_0\n")
-    assert PAR._cgroup_memory_left(root, proc) == 5 * GB
+    assert POOL._cgroup_memory_left(root, proc) == 5 * GB
     # the old reading (the hierarchy's root only) saw no limit at all
     root2, proc2 = _tree(tmp_path / "b", {"memory.max": "max", "memory.current": "1"}, "0::/\n")
-    assert PAR._cgroup_memory_left(root2, proc2) is None
+    assert POOL._cgroup_memory_left(root2, proc2) is None
 
 
 def test_cgroup_v1_and_a_hybrid_layout(tmp_path):
@@ -367,23 +368,23 @@ def test_cgroup_v1_and_a_hybrid_layout(tmp_path):
         "memory/memory.limit_in_bytes": "9223372036854771712", "memory/memory.usage_in_bytes": "5",
         "memory/box/memory.limit_in_bytes": str(900 * MB), "memory/box/memory.usage_in_bytes": str(100 * MB),
         "unified/cgroup.procs": ""}, "4:memory:/box\n0::/\n")
-    assert PAR._cgroup_memory_left(root, proc) == 800 * MB
+    assert POOL._cgroup_memory_left(root, proc) == 800 * MB
     root, proc = _tree(tmp_path / "none", {}, "0::/x\n")
-    assert PAR._cgroup_memory_left(root, proc) is None
+    assert POOL._cgroup_memory_left(root, proc) is None
 
 
 def test_a_cgroup_limit_limits_the_pool(monkeypatch):
-    monkeypatch.setattr(PAR, "_cgroup_memory_left", lambda: 300 * 2**20)
-    avail, where = PAR.available_memory()
+    monkeypatch.setattr(POOL, "_cgroup_memory_left", lambda: 300 * 2**20)
+    avail, where = POOL.available_memory()
     assert avail == 300 * 2**20 and "cgroup" in where
-    k, why = PAR.choose_workers(8, 10, 200 * 2**20)
+    k, why = POOL.choose_workers(8, 10, 200 * 2**20)
     assert k == 1 and "memory" in why["limited_by"]
 
 
 def test_a_file_that_cannot_be_mapped_for_lack_of_memory_is_not_called_bad(monkeypatch, tmp_path, capsys):
     import safetensors
 
-    from bounds_lib import checkpoints
+    from bounds_lib.checkpoints import formats
     from bounds_lib.cli import main
 
     folder = write_tiny_bert(tmp_path / "m", weights=bert_encoder_weights(hidden=32, intermediate=64, layers=2))
@@ -393,33 +394,37 @@ def test_a_file_that_cannot_be_mapped_for_lack_of_memory_is_not_called_bad(monke
 
     monkeypatch.setattr(safetensors, "safe_open", no_memory)
     with pytest.raises(MemoryError, match="not enough memory to map the file"):
-        checkpoints._library_check(folder / "model.safetensors")
+        formats._library_check(folder / "model.safetensors")
     assert main(["analyze", str(folder), "--quiet", "--no-progress", "--jobs", "1"]) == 1
     err = capsys.readouterr().err
     assert "not enough memory" in err and "rejects the file" not in err
 
 
 def test_a_worker_killed_mid_unit_is_one_clear_error(monkeypatch, tmp_path):
-    """A worker ended by a signal (as the OOM killer does) is a ClusterError naming memory, not a traceback."""
+    """A worker ended by a signal (as the OOM killer does) is a ClusterError naming memory, not a traceback
+    (the process pool of ``bounds_lib.analysis.pool.process_pool`` turns the broken pool into it)."""
+    import concurrent.futures
     from concurrent.futures.process import BrokenProcessPool
 
     from bounds_lib.analysis.spectra import compute_spectra
 
     folder = write_tiny_bert(tmp_path / "m", weights=bert_encoder_weights(hidden=32, intermediate=64, layers=2))
 
-    class Broken:
+    class Broken:  # a pool whose worker died before its first unit
+        _processes = {}
+
         def __init__(self, *a, **k):
             pass
 
-        def __enter__(self):
+        def submit(self, *a, **k):
             raise BrokenProcessPool("A process in the process pool was terminated abruptly")
 
-        def __exit__(self, *a):
-            return False
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
 
-    monkeypatch.setattr(PAR, "process_pool", Broken)
-    monkeypatch.setattr(PAR, "_cores", lambda: 2)
-    with pytest.raises(PAR.ClusterError, match="out-of-memory killer"):
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Broken)
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    with pytest.raises(CLUSTER.ClusterError, match="out-of-memory killer"):
         compute_spectra(folder, jobs=2)
 
 

@@ -1,4 +1,5 @@
-"""Witnesses (bounds_lib.checks.witnesses): every bound attained along its family, every weakened constant broken.
+"""Witnesses (bounds_lib.checks.witnesses and .ch3_witnesses): every bound attained along its family, every
+weakened constant broken.
 
 One test per (witness, weakened constant): the weakened bound must be violated by the witness. The ratios
 are checked against their closed forms (so a wrong exponent or a lost factor fails, not only "≤ 1"), and
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from bounds_lib.theory import propagation as P
-from bounds_lib.checks import witnesses as W
+from bounds_lib.checks import ch3_witnesses as W3, witnesses as W
 
-CH3 = W.chapter3_witnesses()
+CH3 = W3.chapter3_witnesses()
 OTHERS = (W.norm_witnesses() + [W.split_witness(k) for k in ("rank", "tail_dim", "tail_schatten")]
           + [W.shell_witness(), W.rounding_witness(), W.log_factor_witness("upper"),
              W.log_factor_witness("lower"), W.frobenius_row_witness()])
@@ -41,7 +42,7 @@ def _lambda_ratio(q):
     return (4 * q + e) / ((2 + e) * (1 + 2 * q))
 
 
-@pytest.mark.parametrize("make", [W.layer_qk_witness, W.multihead_layer_witness])
+@pytest.mark.parametrize("make", [W3.layer_qk_witness, W3.multihead_layer_witness])
 def test_lambda_witness_matches_its_closed_form(make):
     w = make()
     expected = np.array([_lambda_ratio(q) for q in w.values])
@@ -54,36 +55,36 @@ def test_lambda_witness_matches_its_closed_form(make):
 
 
 def test_depth_two_attains_alpha_through_the_qk_factor():
-    for w in (W.perturbation_witness("V", 2), W.composition_witness("M", 2),
-              W.multihead_composition_witness("M_out", 2), W.multihead_perturbation_witness("M_out", 2)):
+    for w in (W3.perturbation_witness("V", 2), W3.composition_witness("M", 2),
+              W3.multihead_composition_witness("M_out", 2), W3.multihead_perturbation_witness("M_out", 2)):
         assert np.allclose(w.ratios, [_lambda_ratio(q) for q in w.values], atol=1e-6), w.summary()
         assert w.ratios[2] >= 0.9   # q = 30: the issue's bar for depth 2
         assert np.max(w.weakened["α with c = ½"]) > 1.9
 
 
 def test_qk_perturbation_ratio_is_the_softmax_leak():
-    for w in (W.perturbation_witness("QK", 1), W.multihead_gamma_witness("QK"), W.composition_witness("QK", 1)):
+    for w in (W3.perturbation_witness("QK", 1), W3.multihead_gamma_witness("QK"), W3.composition_witness("QK", 1)):
         assert np.allclose(w.ratios, [2 / (2 + math.exp(-q)) for q in w.values], atol=1e-5), w.summary()
 
 
 def test_released_gamma_is_broken_by_exactly_the_missing_factors():
     # released γ_Mout = 1 against B_φ·C(M_in) = 3·2: the ratio is 6 (to rounding)
-    assert W.multihead_gamma_witness("M_out").weakened["released γ"][-1] == pytest.approx(6.0, rel=1e-6)
+    assert W3.multihead_gamma_witness("M_out").weakened["released γ"][-1] == pytest.approx(6.0, rel=1e-6)
     # released γ_V has no L_φ: ratio L_φ = 3
-    assert W.multihead_gamma_witness("V").weakened["released γ"][-1] == pytest.approx(3.0, rel=1e-6)
+    assert W3.multihead_gamma_witness("V").weakened["released γ"][-1] == pytest.approx(3.0, rel=1e-6)
 
 
 def test_alpha_value_path_is_exact_at_every_depth():
-    w = W.alpha_value_path(depths=(1, 2, 5, 20))
+    w = W3.alpha_value_path(depths=(1, 2, 5, 20))
     assert np.allclose(w.ratios, 1.0, atol=1e-6)
     # C_V × 0.9 in every layer: α⁽⁰⁾ (L − 1 factors) shrinks by 0.9^(L−1); γ^V has no C_V
     assert np.allclose(w.weakened["C_V × 0.9"], [0.9 ** -(L - 1) for L in (1, 2, 5, 20)], rtol=1e-6)
 
 
 def test_softmax_and_logit_ratios_are_their_closed_forms():
-    s = W.softmax_witness()
+    s = W3.softmax_witness()
     assert np.allclose(s.ratios, [math.tanh(d) / d for d in s.values], rtol=1e-9)
-    g = W.logit_witness()
+    g = W3.logit_witness()
     assert np.allclose(g.ratios, [1 - t / 2 for t in g.values], rtol=1e-9)
 
 
@@ -107,15 +108,15 @@ def _planted(monkeypatch, name, wrapper):
 def test_planted_softmax_constant_halved_in_lambda(monkeypatch):
     _planted(monkeypatch, "log_layer_lipschitz",
              lambda f: lambda C_M, C_V, C_QK, L_phi, softmax_const=2.0: f(C_M, C_V, C_QK, L_phi, softmax_const / 2))
-    assert not W.layer_qk_witness().ok
-    assert not W.perturbation_witness("M", 2).ok
+    assert not W3.layer_qk_witness().ok
+    assert not W3.perturbation_witness("M", 2).ok
 
 
 def test_planted_lphi_dropped_from_multihead_lambda(monkeypatch):
     _planted(monkeypatch, "log_layer_lipschitz_multihead",
              lambda f: lambda Cmi, Cmo, V, QK, L_phi=1.13, softmax_const=2.0: f(Cmi, Cmo, V, QK, 1.0, softmax_const))
-    assert not W.multihead_layer_witness().ok
-    assert not W.multihead_composition_witness("V", 2).ok
+    assert not W3.multihead_layer_witness().ok
+    assert not W3.multihead_composition_witness("V", 2).ok
 
 
 def test_planted_released_gamma_mout(monkeypatch):
@@ -125,13 +126,13 @@ def test_planted_released_gamma_mout(monkeypatch):
             return {**out, "M_out": 0.0 * np.asarray(out["M_out"])}
         return g
     _planted(monkeypatch, "log_gamma_multihead", wrap)
-    assert not W.multihead_gamma_witness("M_out").ok
-    assert not W.multihead_perturbation_witness("M_out", 2).ok
+    assert not W3.multihead_gamma_witness("M_out").ok
+    assert not W3.multihead_perturbation_witness("M_out", 2).ok
 
 
 def test_planted_alpha_one_layer_short(monkeypatch):
     _planted(monkeypatch, "log_alpha", lambda f: lambda a: np.append(f(a)[1:], 0.0))
-    assert not W.alpha_value_path().ok
+    assert not W3.alpha_value_path().ok
 
 
 def test_planted_composition_without_the_softmax_constant_in_alpha(monkeypatch):
@@ -141,7 +142,7 @@ def test_planted_composition_without_the_softmax_constant_in_alpha(monkeypatch):
             return lhs, rhs
         return g
     _planted(monkeypatch, "multihead_composition_bound", wrap)
-    assert not W.multihead_composition_witness("M_out", 2).ok
+    assert not W3.multihead_composition_witness("M_out", 2).ok
 
 
 def test_a_failed_witness_names_what_failed():
@@ -156,11 +157,11 @@ def test_a_failed_witness_names_what_failed():
 
 def test_unknown_pieces_are_refused():
     with pytest.raises(ValueError, match="no witness"):
-        W.perturbation_witness("QK", 2)
+        W3.perturbation_witness("QK", 2)
     with pytest.raises(ValueError, match="piece must be"):
-        W.multihead_gamma_witness("W")
+        W3.multihead_gamma_witness("W")
     with pytest.raises(ValueError, match="no witness"):
-        W.multihead_composition_witness("QK", 2)
+        W3.multihead_composition_witness("QK", 2)
     with pytest.raises(ValueError, match="which must be"):
         W.split_witness("nope")
     with pytest.raises(ValueError, match="side must be"):

@@ -100,7 +100,8 @@ def synthetic_spectra(L: int = 3, H: int = 2, N: int = 8, d: int = 4, sigma1: fl
     """A BERT-shaped ``ModelSpectra`` with known spectra, no checkpoint: per layer ``H`` QK and V heads of rank ``d``
     (singular values ``sigma1·decay^i``), and FFN matrices with ``N`` values from ``sigma1`` down to ``sigma1/10``."""
     from bounds_lib.checkpoints import ArchitectureSpec
-    from bounds_lib.analysis.spectra import MatrixSpectrum, ModelSpectra
+    from bounds_lib.analysis.kernel import MatrixSpectrum
+    from bounds_lib.analysis.spectra import ModelSpectra
 
     arch = ArchitectureSpec("bert", "bert", L, N, H, H, d, 4 * N, "gelu", "")
     mats = []

@@ -54,6 +54,22 @@ class TheoremReport:
         return self.gap_main + self.gap_deviation
 
 
+def _corrected_log_scales(mats, L, H, A, B_w, rho, L_phi, phi_bound) -> dict:
+    """``log K_j = log(2J·B_w·γ_j·α_j)`` of every matrix type (Chapter 3 with ``c = 1`` and ``L_φ``), computed
+    from the shell tops of the spectral norms (Chapter 4, ``ch04-lem-shells``): ``{type: (L,) or (L, H)}``."""
+    C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros(L), "M_out": np.zeros(L)}
+    for m in mats:
+        C[m.matrix_type][(m.layer, m.head) if m.head >= 0 else m.layer] = m.sigma1
+    top = {k: shell_top(np.maximum(v, TINY), rho) for k, v in C.items()}
+    log_Lam = log_layer_lipschitz_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
+                                            softmax_const=SOFTMAX_LINF_L1_TIGHT)
+    log_al = log_alpha(log_Lam)
+    log_gam = log_gamma_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
+                                  softmax_const=SOFTMAX_LINF_L1_TIGHT, phi_bound=phi_bound)
+    return {k: log_effective_scale(v, log_al[:, None] if np.ndim(v) == 2 else log_al, L, A, B_w)
+            for k, v in log_gam.items()}
+
+
 def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU_RELEASED, phi_bound=1.0):
     """Chapter 5's corrected theorem (Theorem ``ch05-thm-main``) on a model's spectra, next to the released ``B_ours``.
 
@@ -115,18 +131,7 @@ def corrected_bound(spectra, n, T, delta=0.05, readout_norm=1.0, L_phi=LPHI_GELU
     J = L * A + 1
     B_w = float(shell_top(float(readout_norm), rho))
     mats = spectra.matrices
-
-    C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros(L), "M_out": np.zeros(L)}
-    for m in mats:
-        C[m.matrix_type][(m.layer, m.head) if m.head >= 0 else m.layer] = m.sigma1
-    top = {k: shell_top(np.maximum(v, TINY), rho) for k, v in C.items()}
-    log_Lam = log_layer_lipschitz_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
-                                            softmax_const=SOFTMAX_LINF_L1_TIGHT)
-    log_al = log_alpha(log_Lam)
-    log_gam = log_gamma_multihead(top["M_in"], top["M_out"], top["V"], top["QK"], L_phi=L_phi,
-                                  softmax_const=SOFTMAX_LINF_L1_TIGHT, phi_bound=phi_bound)
-    log_K = {k: log_effective_scale(v, log_al[:, None] if np.ndim(v) == 2 else log_al, L, A, B_w)
-             for k, v in log_gam.items()}
+    log_K = _corrected_log_scales(mats, L, H, A, B_w, rho, L_phi, phi_bound)
 
     grid = posthoc_grid(L, N)
     log_th, log_T_corr, p_star, radii = [], [], [], [B_w]

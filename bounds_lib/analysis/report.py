@@ -88,7 +88,7 @@ def check_head_logits(path, *, n_tokens: int = 7, seed: int = 0) -> LogitCheck:
     TypeError
         ``n_tokens`` is not an integer.
     ValueError
-        ``n_tokens < 1``; :class:`~bounds_lib.checkpoints.CheckpointError` when the model cannot be read.
+        ``n_tokens < 1``; :class:`~bounds_lib.checkpoints.formats.CheckpointError` when the model cannot be read.
     """
     import torch
     import transformers
@@ -204,7 +204,7 @@ def architecture_table(arch) -> str:
     Parameters
     ----------
     arch : ArchitectureSpec
-        From :func:`bounds_lib.checkpoints.detect_architecture`.
+        From :func:`~bounds_lib.checkpoints.layouts.detect_architecture`.
 
     Returns
     -------
@@ -213,7 +213,7 @@ def architecture_table(arch) -> str:
     Raises
     ------
     TypeError
-        ``arch`` is not an :class:`~bounds_lib.checkpoints.ArchitectureSpec`.
+        ``arch`` is not an :class:`~bounds_lib.checkpoints.layouts.ArchitectureSpec`.
 
     Examples
     --------

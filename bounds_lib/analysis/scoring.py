@@ -7,13 +7,13 @@ Both paths compute the same quantities in log space, through the same functions:
 * ``B_ours = Σ T* + √L`` (released) and ``√(Σ T*²) + √L`` (:func:`bounds_lib.theory.peeling.aggregate_sum`,
   :func:`bounds_lib.theory.peeling.aggregate_rss`);
 * ``B_Edelman = (1 + Σ_ℓ α_ℓ^{2/3} ξ_ℓ)^{3/2}`` (:func:`log_edelman_bound`), where ``ξ_ℓ`` is a sum of
-  ``x^{2/3}`` over per-layer summands ``x`` that each architecture lists (:func:`single_head_proxies`,
-  :func:`score`), and ``B_11``, the same with every ``(2,1)`` norm replaced by the ``(1,1)`` norm
-  (a labelled extension, no released formula).
+  ``x^{2/3}`` over per-layer summands ``x`` that each architecture lists
+  (:func:`bounds_lib.analysis.single_head.single_head_proxies`, :func:`score`), and ``B_11``, the same
+  with every ``(2,1)`` norm replaced by the ``(1,1)`` norm (a labelled extension, no released formula).
 
-The two architectures have their own matrix types, named once here:
-:data:`SINGLE_HEAD_MATRIX_TYPES` (the paper's model, Chapter 1) and :data:`MULTI_HEAD_MATRIX_TYPES`
-(BERT-like checkpoints, Chapter 6).
+The single-head model (Chapter 1) has its proxies in :mod:`bounds_lib.analysis.single_head`; the
+multi-head checkpoints (Chapter 6) are scored here, each spectrum checked once, when :func:`score`
+receives it.
 """
 from __future__ import annotations
 
@@ -23,29 +23,25 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
-from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
-from ..theory.norms import norm_11, norm_21, singular_values
-from ..theory.peeling import aggregate_rss, aggregate_sum, logsumexp, posthoc_choice, posthoc_grid
+from ..theory.norms import _rank_of_valid, validate_sigma
+from ..theory.peeling import (_posthoc_choice_valid, aggregate_rss, aggregate_sum, logsumexp, posthoc_choice,
+                              posthoc_grid)
 from ..theory.propagation import (
     LPHI_GELU_RELEASED,
     SOFTMAX_LINF_L1_RELEASED,
     log_alpha,
-    log_gamma,
     log_gamma_multihead,
-    log_layer_lipschitz,
     log_layer_lipschitz_multihead,
     log_scale_K,
 )
-from .spectra import (ModelSpectra, SpectraCache, _ArchitectureSizes, check_spectra, compute_spectra,
-                      select_matrices)
+from .cache import SpectraCache
+from .spectra import ModelSpectra, _ArchitectureSizes, check_spectra, compute_spectra, select_matrices
 from ..core.validation import check_bool, check_scalar
 
 __all__ = [
-    "PROXY_NAMES",
     "LN10",
     "log_edelman_bound",
     "posthoc_term",
-    "single_head_proxies",
     "ScoringOptions",
     "MatrixScore",
     "BoundReport",
@@ -55,24 +51,16 @@ __all__ = [
     "analyze",
 ]
 
-#: The proxies :func:`single_head_proxies` returns (all as log10), in the order Chapter 7 shows them;
-#: also the keys of ``row["proxies"]`` in the stored results files. ``B_11`` is the (1,1) analogue of
-#: ``B_edelman``.
-PROXY_NAMES = ("B_ours_sum", "B_ours_rss", "B_edelman", "B_11", "prod_spectral", "sum_frobenius",
-               "n_params")
 LN10 = math.log(10.0)
 _TWO_THIRDS = 2.0 / 3.0
-
-
-def _released_L_phi(act: str, L_phi: float) -> float:
-    return LPHI_GELU_RELEASED if act == "gelu" else L_phi
 
 
 def log_edelman_bound(log_alpha, log_terms, *, summation: str = "by_layer") -> float:
     """``log (1 + Σ_ℓ α_ℓ^{2/3} ξ_ℓ)^{3/2}`` with ``ξ_ℓ = Σ_j x_{ℓj}^{2/3}`` — the ``B_Edelman`` form, in log space.
 
     The one implementation of this form for both architectures: :func:`score` (multi-head, Chapter 6)
-    and :func:`single_head_proxies` (Chapter 7) differ only in the summands ``x_{ℓj}`` they list.
+    and :func:`bounds_lib.analysis.single_head.single_head_proxies` (Chapter 7) differ only in the
+    summands ``x_{ℓj}`` they list.
 
     Parameters
     ----------
@@ -159,94 +147,21 @@ def posthoc_term(sigma, log_K: float, N: int, grid):
     >>> ch.p_star
     0.0
     """
+    return posthoc_choice(*_rescaled(sigma, log_K), N, grid)
+
+
+def _rescaled(sigma, log_K):
+    """``(σ/c, log K + log c)``, ``c`` a power of two, when ``σ₁ > 2^400`` (:func:`posthoc_term`); else as given."""
     if sigma[0] > 2.0 ** 400:
         e = math.frexp(float(sigma[0]))[1] - 1
-        return posthoc_choice(np.ldexp(sigma, -e), log_K + e * math.log(2.0), N, grid)
-    return posthoc_choice(sigma, log_K, N, grid)
+        return np.ldexp(sigma, -e), log_K + e * math.log(2.0)
+    return sigma, log_K
 
 
-def single_head_proxies(model) -> dict:
-    """All proxies of one single-head model (log10 values) and ``p*`` of every matrix (Chapter 7).
-
-    The single-head form of the released proxies: per matrix ``T*(W)`` with ``K = γ α L`` and the
-    released constants (``L_φ = 1.13`` for GELU, softmax constant 2, γ without ``L_φ``); ``B_ours`` as
-    ``Σ T* + √L`` (released) and ``√(Σ T*²) + √L``; ``B_Edelman`` with
-    ``ξ_ℓ = (C_M C_V ‖W_QK‖_{2,1})^{2/3} + (C_M ‖W_V‖_{2,1})^{2/3} + ‖W_M‖_{2,1}^{2/3}``
-    (:func:`log_edelman_bound`); ``B_11`` the same with ``‖·‖_{1,1}``; references: parameter count,
-    ``Π‖W‖₂`` over all matrices and ``Σ‖W‖_F``.
-
-    Parameters
-    ----------
-    model : bounds_lib.theory.model.SingleHeadTransformer
-        The model (Chapter 1).
-
-    Returns
-    -------
-    dict
-        The keys of :data:`PROXY_NAMES` (``log10`` of each proxy), ``p_star``
-        (``{"QK": [...], "V": [...], "M": [...]}``, one entry per layer), ``log10_T_star`` (same
-        layout), ``log10_alpha`` (per layer), ``spectral_norms`` (same layout as ``p_star``) and
-        ``readout_norm`` ``‖w‖₂`` (not part of any proxy: the paper's bounds are stated for a fixed
-        Lipschitz loss on the [CLS] output).
-
-    Raises
-    ------
-    ValueError
-        A weight matrix holds NaN or ±inf (:func:`bounds_lib.theory.norms.singular_values`).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from bounds_lib.theory.model import random_transformer
-    >>> P = single_head_proxies(random_transformer(2, 4, np.random.default_rng(0)))
-    >>> sorted(P["p_star"]) == sorted(SINGLE_HEAD_MATRIX_TYPES) and len(P["p_star"]["QK"])
-    2
-    >>> P["B_11"] >= P["B_edelman"]   # ‖W‖_{1,1} ≥ ‖W‖_{2,1}
-    True
-    """
-    types = SINGLE_HEAD_MATRIX_TYPES
-    L, N = model.L, model.N
-    mats = {a: [getattr(b, f"W_{a}") for b in model.blocks] for a in types}
-    sig = {a: [singular_values(W, f"W_{a}") for W in mats[a]] for a in types}
-    C = {a: np.array([s[0] for s in sig[a]]) for a in types}
-    log_Lam = log_layer_lipschitz(C["M"], C["V"], C["QK"], _released_L_phi(model.act, model.L_phi))
-    la = log_alpha(np.atleast_1d(log_Lam))
-    lg = log_gamma(C["M"], C["V"], C["QK"])
-    lK = log_scale_K({a: np.atleast_1d(lg[a]) for a in types}, la, L)
-    grid = posthoc_grid(L, N)
-    p_star = {a: [] for a in types}
-    lT = {a: [] for a in types}
-    for a in types:
-        for l in range(L):
-            ch = posthoc_term(sig[a][l], float(np.atleast_1d(lK[a])[l]), N, grid)
-            p_star[a].append(ch.p_star)
-            lT[a].append(ch.log_T_star)
-    all_lT = np.concatenate([lT[a] for a in types])
-
-    def log_xi_terms(norm):
-        # per layer: log(C_M C_V ‖W_QK‖), log(C_M ‖W_V‖), log ‖W_M‖ — the summands of ξ_ℓ
-        return np.array([[np.log(C["M"][l]) + np.log(C["V"][l]) + np.log(norm(mats["QK"][l])),
-                          np.log(C["M"][l]) + np.log(norm(mats["V"][l])),
-                          np.log(norm(mats["M"][l]))] for l in range(L)])
-
-    with np.errstate(divide="ignore"):
-        log_prod_spec = float(sum(np.sum(np.log(C[a])) for a in types))
-        log_terms_21, log_terms_11 = log_xi_terms(norm_21), log_xi_terms(norm_11)
-    sum_frob = float(sum(np.sqrt(np.sum(s**2)) for a in types for s in sig[a]))
-    return {
-        "B_ours_sum": aggregate_sum(all_lT, L) / LN10,
-        "B_ours_rss": aggregate_rss(all_lT, L) / LN10,
-        "B_edelman": log_edelman_bound(la, log_terms_21, summation="flat") / LN10,
-        "B_11": log_edelman_bound(la, log_terms_11, summation="flat") / LN10,
-        "prod_spectral": log_prod_spec / LN10,
-        "sum_frobenius": math.log10(sum_frob),
-        "n_params": math.log10(3 * L * N * N + N),
-        "p_star": p_star,
-        "log10_T_star": {a: [x / LN10 for x in lT[a]] for a in types},
-        "log10_alpha": [float(x) / LN10 for x in la],
-        "spectral_norms": {a: [float(x) for x in C[a]] for a in types},
-        "readout_norm": float(np.linalg.norm(model.w)),
-    }
+def _posthoc_term_valid(s: np.ndarray, log_K: float, N: int, grid: np.ndarray):
+    """:func:`posthoc_term` of singular values checked once already (``validate_sigma``, or LAPACK's of a
+    checked matrix), a finite ``log_K`` (as ``log_scale_K`` returns it) and a ``posthoc_grid``: no check again."""
+    return _posthoc_choice_valid(*_rescaled(s, log_K), N, grid)
 
 
 # ----------------------------------------------------------------------------------- multi-head (Chapter 6)
@@ -263,7 +178,7 @@ class ScoringOptions:
         released proxies do not, ``1.0``).
     L_phi : float, optional
         Lipschitz constant of the activation. Default ``None``: the constant of the activation the
-        checkpoint's config names (:data:`bounds_lib.checkpoints.ACTIVATION_L_PHI`; the released
+        checkpoint's config names (:data:`~bounds_lib.checkpoints.layouts.ACTIVATION_L_PHI`; the released
         ``1.13`` for GELU, 1 for ReLU, ``1.0998…`` for SiLU); a number overrides it.
     softmax_const : float
         The softmax's (∞,1) constant (released: 2).
@@ -512,6 +427,26 @@ def _layer_ffn_constants(C_Min: np.ndarray, C_Mout: np.ndarray) -> tuple[np.ndar
     return C_Min[rows, u], C_Mout[rows, u]
 
 
+def _index(m) -> tuple:
+    """``(layer, head)`` of a head's matrix, ``(layer, expert)`` of a feed-forward one (expert 0 when dense)."""
+    return (m.layer, m.head) if m.head >= 0 else (m.layer, m.expert or 0)
+
+
+def _matrix_score(m, sig: np.ndarray, clean: bool, log_gam: dict, log_al, log_K: dict, N: int, grid) -> MatrixScore:
+    """The score of matrix ``m`` from its singular values ``sig`` as :func:`score` checked them (not again)."""
+    idx = _index(m)
+    lK = float(log_K[m.matrix_type][idx])
+    kept = sig
+    if clean and m.head >= 0:
+        # exact zeros add nothing to S_p (p > 0) and every kept value is above the rank tolerance,
+        # so dropping them changes no number — only the time spent on them
+        kept = sig[:max(1, int(np.count_nonzero(sig)))]
+    choice = _posthoc_term_valid(kept, lK, N, grid)
+    return MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, _rank_of_valid(sig), m.frobenius,
+                       m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
+                       float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T, m.expert)
+
+
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
     """All proxies of the released code from precomputed spectra (no SVD here; Chapter 6).
 
@@ -580,15 +515,14 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
         per_unit = f", {U} experts" if U > 1 else ""
         raise ValueError(f"spectra hold {len(mats)} matrices, expected {L * (2 * H + 2 * U)} for L={L}, H={H}"
                          + per_unit)
-
-    def index(m):
-        return (m.layer, m.head) if m.head >= 0 else (m.layer, m.expert or 0)
+    # every spectrum checked here, once (after the logit scale: a huge scale can overflow σ to inf)
+    sigmas = [validate_sigma(m.sigma, f"sigma of {m.label()}") for m in mats]
 
     C = {"QK": np.zeros((L, H)), "V": np.zeros((L, H)), "M_in": np.zeros((L, U)), "M_out": np.zeros((L, U))}
     n21 = {k: np.zeros_like(v) for k, v in C.items()}
     n11 = {k: np.zeros_like(v) for k, v in C.items()}
     for m in mats:
-        idx = index(m)
+        idx = _index(m)
         C[m.matrix_type][idx], n21[m.matrix_type][idx], n11[m.matrix_type][idx] = m.sigma1, m.norm_21, m.norm_11
 
     L_phi = options.L_phi_for(arch)
@@ -604,22 +538,8 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
     log_gam = {**log_gam, "M_in": unit_gam["M_in"], "M_out": unit_gam["M_out"]}
     log_K = {k: log_scale_K(v, log_al[:, None], L) for k, v in log_gam.items()}
     grid = posthoc_grid(L, N)
-
-    scores = []
-    for m in mats:
-        idx = index(m)
-        lK = float(log_K[m.matrix_type][idx])
-        sig = m.sigma
-        if spectra.mode == "clean" and m.head >= 0:
-            # exact zeros add nothing to S_p (p > 0) and every kept value is above the rank tolerance,
-            # so dropping them changes no number — only the time spent on them
-            k = max(1, int(np.count_nonzero(sig)))
-            sig = sig[:k]
-        choice = posthoc_term(sig, lK, N, grid)
-        scores.append(MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, m.rank, m.frobenius,
-                                  m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
-                                  float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T,
-                                  m.expert))
+    scores = [_matrix_score(m, sig, spectra.mode == "clean", log_gam, log_al, log_K, N, grid)
+              for m, sig in zip(mats, sigmas)]
     log_T_stars = np.array([sc.log_T_star for sc in scores])
 
     def log_edelman(norms):
@@ -648,7 +568,7 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
     Parameters
     ----------
     model
-        Anything :func:`bounds_lib.checkpoints.open_checkpoint` accepts (a state dict with
+        Anything :func:`~bounds_lib.checkpoints.hub.open_checkpoint` accepts (a state dict with
         ``config=`` in ``kw``).
     mode, dtype, n_layers, cache, progress, allow_download, entrywise, jobs, layers
         As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``layers`` is the old name of ``n_layers``).
@@ -662,7 +582,7 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
 
     Raises
     ------
-    TypeError, ValueError, bounds_lib.checkpoints.CheckpointError
+    TypeError, ValueError, bounds_lib.checkpoints.formats.CheckpointError
         As :func:`~bounds_lib.analysis.spectra.compute_spectra` and :func:`score` raise them.
 
     Examples

@@ -1,7 +1,7 @@
 """Checks of the asymptotic orders and closed forms of Chapters 1, 2, 5 and 6, each one line.
 
 What a chain of ``assert sp.simplify(...) == 0`` lines used to check in a chapter, as a
-:class:`~bounds_lib.checks.CheckResult`: named claims, one summary line, ``require()`` that raises
+:class:`~bounds_lib.checks.harness.CheckResult`: named claims, one summary line, ``require()`` that raises
 with the failing claim's name. Every check takes what it verifies — the integrand, the claimed
 closed form, the exponent, the measured grid — as a parameter whose default is the book's, so a
 test can pass a wrong one and see the named claim fail (a SymPy check that could not fail would be
@@ -27,7 +27,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from . import CheckResult
+from .harness import CheckResult
 from ..theory.orders import SYMBOLS
 
 __all__ = [

@@ -28,25 +28,26 @@ the grid, ``--weights-dir DIR`` also saves every model as a checkpoint
 (:func:`bounds_lib.studies.results.save_model`), ``--merge FILE…`` concatenates complete results files, ``--note
 TEXT`` stores provenance.
 
-Each row holds the proxies of :func:`bounds_lib.analysis.scoring.single_head_proxies` on the trained weights.
+Each row holds the proxies of :func:`bounds_lib.analysis.single_head.single_head_proxies` on the trained weights.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from .. import __version__
 from ..theory.norms import singular_values
+from .grid_cli import build_parser, preset_key, write_results
 from .results import GRID_COMMAND, RESULTS_SCHEMA, merge_results, read_results, save_model
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
-from ..analysis.scoring import PROXY_NAMES, single_head_proxies
+from ..analysis.single_head import PROXY_NAMES, single_head_proxies
 from ..core.validation import check_scalar
 
 __all__ = [
@@ -293,7 +294,7 @@ def run_config(config, weights_dir=None) -> dict:
     dict
         A row of a results file: ``config``, the train/test loss and 0-1 error with the gaps, the
         training time, the loss curve (every 10th value and the last), the proxies of
-        :func:`bounds_lib.analysis.scoring.single_head_proxies`; with ``stop_loss`` also ``steps_taken`` and
+        :func:`bounds_lib.analysis.single_head.single_head_proxies`; with ``stop_loss`` also ``steps_taken`` and
         ``reached_target``; with ``disjoint_test`` (Chapter 8) the per-example test results and the
         singular values after and before training.
 
@@ -398,40 +399,27 @@ def _dispatch(configs, todo, weights_dir, jobs, scheduler, done) -> None:
     """Train ``configs[i]`` for every ``i`` in ``todo`` (in process, in ``jobs`` processes or through Dask);
     ``done(i, row)`` receives every finished row (in the order they finish)."""
     if scheduler is not None and todo:
-        from ..analysis.parallel import SCHEDULER_TIMEOUT_S, dask_client, dask_results
+        from ..analysis.cluster import SCHEDULER_TIMEOUT_S, dask_results, dask_session
 
-        client, ours = dask_client(scheduler, SCHEDULER_TIMEOUT_S, what="--scheduler",
-                                   hint="leave out --scheduler to train locally")
-        futures = {}
-        try:
-            futures = {client.submit(_run_config_one_thread, (configs[i], weights_dir), pure=False): i
-                       for i in todo}
+        # on an error the caller's client cancels the pending configs; a client made here is closed
+        with dask_session(scheduler, SCHEDULER_TIMEOUT_S, what="--scheduler",
+                          hint="leave out --scheduler to train locally") as (client, futures):
+            futures.update({client.submit(_run_config_one_thread, (configs[i], weights_dir), pure=False): i
+                            for i in todo})
             for fut, row in dask_results(client, list(futures), timeout=SCHEDULER_TIMEOUT_S):
                 done(futures[fut], row)
-        except BaseException:
-            if futures and not ours:
-                try:
-                    client.cancel(list(futures), force=True)
-                except Exception:  # noqa: BLE001 - the error that got here is the one to report
-                    pass
-            raise
-        finally:
-            if ours:
-                client.close(timeout=5)
     elif jobs > 1 and len(todo) > 1:
         from concurrent.futures import as_completed
-        from concurrent.futures.process import BrokenProcessPool
 
-        from ..analysis.parallel import ClusterError, process_pool
+        from ..analysis.pool import process_pool
 
-        try:
-            with process_pool(jobs, initializer=_one_thread) as pool:  # stops at once on an error or a signal
-                futures = {pool.submit(_run_config_one_thread, (configs[i], weights_dir)): i for i in todo}
-                for fut in as_completed(futures):
-                    done(futures[fut], fut.result())
-        except BrokenProcessPool:
-            raise ClusterError("a training worker process died (ended by a signal — most often the kernel's "
-                               "out-of-memory killer); run with fewer --jobs") from None
+        # stops at once on an error or a signal; a worker that died is a ClusterError
+        with process_pool(jobs, initializer=_one_thread,
+                          died="a training worker process died (ended by a signal — most often the kernel's "
+                               "out-of-memory killer); run with fewer --jobs") as pool:
+            futures = {pool.submit(_run_config_one_thread, (configs[i], weights_dir)): i for i in todo}
+            for fut in as_completed(futures):
+                done(futures[fut], fut.result())
     else:
         for i in todo:
             done(i, run_config(configs[i], weights_dir))
@@ -545,52 +533,23 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
 
 def main(argv=None) -> int:
     """Command line: ``python -m bounds_lib.studies.grid --out FILE [--preset NAME] [--small] [--stop-loss X]
-    [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``."""
-    ap = argparse.ArgumentParser(prog=GRID_COMMAND, description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="results JSON file to write")
-    ap.add_argument("--preset", choices=("full", "common-loss", "study", "robust", "robust-large"), default="full",
-                    help="'full': the fixed-step grid of trained_grid.json; 'common-loss': every model trained "
-                         "to a common training loss (trained_common_loss.json); 'study': the spectrum-shaping "
-                         "study of Chapter 8 (spectrum_study.json); 'robust': the pre-registered robust study "
-                         "of Chapter 9 on the planted teacher (study_robust.json); 'robust-large': its larger "
-                         "replication, for a cluster (--scheduler)")
-    ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                    help="dispatch the configs through this Dask distributed scheduler (default: local)")
-    ap.add_argument("--small", action="store_true", help="tiny grid of the preset with the same format (seconds)")
-    ap.add_argument("--stop-loss", type=float, default=None,
-                    help="train each model until its full-batch training loss is <= this (overrides the preset)")
-    ap.add_argument("--max-steps", type=int, default=None,
-                    help="the step budget: steps per model, or the most with a stop loss (overrides the preset)")
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
-    ap.add_argument("--weights-dir", default=None,
-                    help="also save every trained model here (one checkpoint directory each, see save_model)")
-    ap.add_argument("--reuse", default=None, nargs="+",
-                    help="earlier results file(s): copy rows with identical configs instead of retraining")
-    ap.add_argument("--select", default=None, nargs="+", metavar="KEY=V1,V2",
-                    help="train only the configs whose field KEY takes one of the values (e.g. random_labels=true)")
-    ap.add_argument("--merge", default=None, nargs="+", metavar="FILE",
-                    help="write the rows of these complete results files, concatenated, to --out (no training)")
-    ap.add_argument("--note", default=None, help="free text stored as metadata['note'] (provenance)")
+    [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``
+    (the options: :func:`bounds_lib.studies.grid_cli.build_parser`)."""
+    ap = build_parser(__doc__.splitlines()[0])
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
-    spec = dict(PRESETS[args.preset + ("-small" if args.small else "") if args.preset != "full"
-                        else ("small" if args.small else "full")])
-    spec = json.loads(json.dumps(spec))  # tuples -> lists, as the file will hold them
+    spec = json.loads(json.dumps(PRESETS[preset_key(args)]))  # tuples -> lists, as the file will hold them
     if args.stop_loss is not None:
         spec["stop_loss"] = args.stop_loss
     if args.max_steps is not None:
         spec["steps"] = args.max_steps
-    import pathlib
-
     if args.merge:
         result = merge_results(args.merge, argv)
         if args.note:
             result["metadata"]["note"] = args.note
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
+        write_results(args.out, result)
         return 0
-    progress = pathlib.Path(args.out + ".partial.jsonl")
+    progress = Path(args.out + ".partial.jsonl")
     reuse = {"rows": []}
     for path in args.reuse or ():
         reuse["rows"] += read_results(path, allow_partial=True)["rows"]
@@ -609,9 +568,7 @@ def main(argv=None) -> int:
         result["metadata"]["select"] = {k: sorted(v, key=str) for k, v in select.items()}
     if args.note:
         result["metadata"]["note"] = args.note
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
+    write_results(args.out, result)
     progress.unlink(missing_ok=True)
     print(f"wrote {len(result['rows'])} rows to {args.out} in {result['metadata']['total_seconds']:.0f} s",
           file=sys.stderr)

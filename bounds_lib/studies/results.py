@@ -3,7 +3,7 @@
 A grid run (:mod:`bounds_lib.studies.grid`, ``python -m bounds_lib.studies.grid``) writes one JSON *results
 file*: ``{"metadata": {...}, "rows": [...]}``. Each row holds the training configuration, the measured
 train/test loss and 0-1 error with the gap ``test − train``, and the proxies of
-:func:`bounds_lib.analysis.scoring.single_head_proxies` computed on the trained weights (all as ``log10``).
+:func:`bounds_lib.analysis.single_head.single_head_proxies` computed on the trained weights (all as ``log10``).
 Every file carries ``metadata["schema"]`` (:data:`RESULTS_SCHEMA`) and ``n_rows``;
 :func:`read_results` refuses another version, a truncated, partial or corrupted file.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..theory.model import Block, SingleHeadTransformer
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
-from ..analysis.scoring import PROXY_NAMES
+from ..analysis.single_head import PROXY_NAMES
 from ..core.validation import DuplicateKeyError, no_duplicate_keys
 
 __all__ = [
@@ -244,7 +244,7 @@ def load_results(name: str) -> dict:
 def proxy_value(row: dict, name: str) -> float:
     """``log10`` of proxy ``name`` in a results row (``"mean_p_star"``, the mean ``p*``, is a plain value).
 
-    Besides :data:`~bounds_lib.analysis.scoring.PROXY_NAMES`, ``"readout_norm"`` gives ``log10 ‖w‖₂`` of the
+    Besides :data:`~bounds_lib.analysis.single_head.PROXY_NAMES`, ``"readout_norm"`` gives ``log10 ‖w‖₂`` of the
     [CLS] readout, and ``"train_error"`` / ``"steps_taken"`` the row's measures of fit (baselines,
     plain values).
 

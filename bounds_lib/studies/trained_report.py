@@ -12,7 +12,7 @@ import numpy as np
 from . import stats as S
 from .results import proxy_value, variant_name
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
-from ..analysis.scoring import single_head_proxies
+from ..analysis.single_head import single_head_proxies
 
 __all__ = ["PROXIES", "PLAIN", "BOUNDS", "BASELINES", "measure", "clusters", "interval_table", "markdown_table",
            "FOREST_COLOURS", "plot_forest",
@@ -512,7 +512,8 @@ def corrected_report(row):
     import math
 
     from ..checkpoints import ArchitectureSpec
-    from ..analysis.spectra import MatrixSpectrum, ModelSpectra
+    from ..analysis.kernel import MatrixSpectrum
+    from ..analysis.spectra import ModelSpectra
     from ..analysis.corrected import corrected_bound
 
     if "singular_values" not in row:

@@ -12,8 +12,8 @@ For ``W ∈ ℝ^{d×d'}`` with singular values σ_j and ``S_p(W) = Σ σ_j^p ≤
 
 The functions take the shape as ``l = d`` (rows) and ``m = d'`` (columns). Every argument is checked
 with :mod:`bounds_lib.core.validation` (``TypeError`` for a wrong type, ``ValueError`` for a wrong value).
-The randomized and adversarial checks of the split lemmas are :func:`bounds_lib.checks.falsify_split`
-and :func:`bounds_lib.checks.adversarial_split`.
+The randomized and adversarial checks of the split lemmas are :func:`bounds_lib.checks.ch2_split.falsify_split`
+and :func:`bounds_lib.checks.ch2_split.adversarial_split`.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ matrix ``X ∈ ℝ^{T×d}``.
 Every function validates its input with :mod:`bounds_lib.core.validation`: :class:`TypeError` for an
 argument of the wrong type, :class:`ValueError` for a wrong value, each naming the argument.
 The falsification of the inequalities between these norms is
-:func:`bounds_lib.checks.falsify_norm_inequalities`.
+:func:`bounds_lib.checks.ch1_norms.falsify_norm_inequalities`.
 """
 from __future__ import annotations
 
@@ -167,8 +167,12 @@ def numerical_rank(sigma) -> int:
     >>> numerical_rank([2.0, 1.0, 1e-12])
     2
     """
-    s = validate_sigma(sigma)
-    return int(np.count_nonzero(s > rank_threshold(s)))
+    return _rank_of_valid(validate_sigma(sigma))
+
+
+def _rank_of_valid(s: np.ndarray) -> int:
+    """:func:`numerical_rank` of singular values :func:`validate_sigma` returned (checked once, not again)."""
+    return int(np.count_nonzero(s > RANK_RTOL * s.size * max(float(s[0]), 1.0)))
 
 
 def schatten_power(sigma, p) -> float:
@@ -253,9 +257,17 @@ def schatten_powers(sigma, ps) -> np.ndarray:
     p = check_array(ps, "ps", min_val=0.0, max_val=2.0, what="Schatten indices of the paper lie in [0, 2]")
     if p.ndim != 1:
         raise ValueError(f"ps must be a 1-D array of Schatten indices, got shape {p.shape}")
+    return _schatten_powers_valid(s, p)
+
+
+def _schatten_powers_valid(s: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """:func:`schatten_powers` of singular values :func:`validate_sigma` returned and a checked 1-D ``p``.
+
+    Only the overflow of ``S_p`` is still refused (a property of the values, not of their form).
+    """
     out = np.empty(p.size)
     zero = p == 0
-    out[zero] = numerical_rank(s)
+    out[zero] = _rank_of_valid(s)
     nz = s[s > 0]
     with np.errstate(over="ignore"):
         out[~zero] = np.sum(np.power.outer(nz, p[~zero]), axis=0) if nz.size else 0.0

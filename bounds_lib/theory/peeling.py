@@ -14,7 +14,8 @@
 
 Arguments are checked with :mod:`bounds_lib.core.validation` (``TypeError`` for a wrong type, ``ValueError``
 for a wrong value). The randomized and adversarial checks of the rounding and shell lemmas are
-:func:`bounds_lib.checks.falsify_rounding` and :func:`bounds_lib.checks.falsify_shell_inflation`.
+:func:`bounds_lib.checks.ch4_peeling.falsify_rounding` and
+:func:`bounds_lib.checks.ch4_peeling.falsify_shell_inflation`.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.logspace import logsumexp
-from .norms import schatten_powers, validate_sigma
+from .norms import _schatten_powers_valid, validate_sigma
 from .propagation import log_layer_lipschitz
 from ..core.validation import check_array, check_scalar
 
@@ -152,8 +153,13 @@ def log_term(log_S, p, log_K, N):
     N = check_scalar(N, "N (hidden size)", int, min_val=1)
     log_S = check_array(log_S, "log_S", allow_neg_inf=True, what="finite, or -inf for a zero matrix")
     log_K = check_array(log_K, "log_K", what="it is floored at the log of the smallest float")
-    out = (log_S + p * log_K + (p + 1.0) * np.log(N)) / (p + 2.0)
+    out = _log_term_valid(log_S, p, log_K, N)
     return out if out.ndim else float(out)
+
+
+def _log_term_valid(log_S, p, log_K, N):
+    """The formula of :func:`log_term` on arguments already checked (arrays or floats, ``N >= 1``)."""
+    return (log_S + p * log_K + (p + 1.0) * np.log(N)) / (p + 2.0)
 
 
 @dataclass(frozen=True)
@@ -206,9 +212,21 @@ def posthoc_choice(sigma, log_K, N, grid):
     if g.ndim != 1 or g.size == 0:
         raise ValueError("grid must be a non-empty 1-D array of p values in [0, 2]")
     log_K = check_scalar(log_K, "log_K", float)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
+    return _posthoc_choice_valid(s, log_K, N, g)
+
+
+def _posthoc_choice_valid(s: np.ndarray, log_K: float, N: int, g: np.ndarray) -> PosthocChoice:
+    """:func:`posthoc_choice` on arguments already checked, none checked again (Chapter 4).
+
+    ``s`` as :func:`bounds_lib.theory.norms.validate_sigma` returns it (1-D, descending, finite, ``>= 0``,
+    non-empty), ``log_K`` a finite float, ``N >= 1`` an int, ``g`` a non-empty 1-D float64 grid in
+    ``[0, 2]``: the scoring of a whole model (:func:`bounds_lib.analysis.scoring.score`) checks each
+    spectrum once and then calls this for every matrix.
+    """
     with np.errstate(divide="ignore"):
-        log_S = np.log(schatten_powers(s, g))
-    lt = np.asarray(log_term(log_S, g, log_K, N), dtype=np.float64)
+        log_S = np.log(_schatten_powers_valid(s, g))
+    lt = np.asarray(_log_term_valid(log_S, g, log_K, N), dtype=np.float64)
     i = int(np.argmin(lt))
     return PosthocChoice(grid=g.copy(), log_T=lt, p_star=float(g[i]), log_T_star=float(lt[i]))
 

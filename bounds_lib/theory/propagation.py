@@ -413,7 +413,7 @@ def softmax_jacobian_linf_l1(z):
 def bilinear_logit_bound(spectral_norm, theta, factor=2.0):
     """``factor·‖W‖₂·θ`` with ``factor = 2``: the change of a logit ``x_t W x_sᵀ`` when both rows (in the unit
     ball) move by at most ``θ`` (Chapter 3, Lemma ``ch03-lem-logits``; ``factor`` is exposed for the witness's
-    power check, :func:`bounds_lib.checks.witnesses.logit_witness`)."""
+    power check, :func:`bounds_lib.checks.ch3_witnesses.logit_witness`)."""
     C = check_scalar(spectral_norm, "spectral_norm", float, min_val=0.0)
     th = check_scalar(theta, "theta", float, min_val=0.0)
     return check_scalar(factor, "factor", float, **_POSITIVE) * C * th

@@ -29,7 +29,7 @@ from ..core.validation import check_scalar
 
 __all__ = ["log_theta", "dudley_factor", "TINY", "LOG_OVERFLOW"]
 
-#: The smallest positive normal float: a zero spectral norm or Schatten sum is raised to it before its
+#: The smallest positive normal float; a zero spectral norm or Schatten sum is raised to it before its
 #: shell is taken (a shell needs a positive radius).
 TINY = float(np.finfo(np.float64).tiny)
 #: ``exp`` overflows above ``log(max float) ≈ 709.78``: a larger ``log Θ`` reports an infinite gap bound.

@@ -61,14 +61,61 @@ TESTS = {
     "study": ["tests/test_study.py"],
     # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
     "exercises": ["tests/test_exercises.py"],
+    # the analysis layer's kernel and scheduler (split out of spectra and parallel)
+    "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py"],
+    "units": ["tests/test_parallel.py", "tests/test_resume_content.py"],
+    "pool": ["tests/test_pool_choice.py", "tests/test_stopping.py"],
+    "cluster": ["tests/test_stopping.py", "tests/test_parallel.py"],
+    "single_head": ["tests/test_scoring_single_head.py"],
+    "corrected": ["tests/test_theorem.py", "tests/test_named_mutants.py"],
+    "controls": ["tests/test_controls.py"],
+    "ch3_witnesses": ["tests/test_witnesses.py"],
 }
+#: Where each module name lives under ``bounds_lib/`` (the names tests/MUTATION.md and ``make mutation
+#: MODULES=...`` use). A subpackage (``checkpoints``, ``checks``) is mutated as a whole; any other dotted
+#: path (``checkpoints.formats``) names one module.
+PATHS = {
+    "validation": "core.validation", "style": "core.style",
+    "norms": "theory.norms", "model": "theory.model", "interpolation": "theory.interpolation",
+    "propagation": "theory.propagation", "peeling": "theory.peeling", "orders": "theory.orders",
+    "theorem": "theory.theorem", "checks": "checks", "checks_orders": "checks.orders", "witnesses": "checks.witnesses",
+    "checkpoints": "checkpoints", "spectra": "analysis.spectra", "scoring": "analysis.scoring",
+    "parallel": "analysis.parallel", "devices": "analysis.devices", "report": "analysis.report",
+    "stats": "studies.stats", "results": "studies.results", "reproduce": "studies.reproduce",
+    "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
+    "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool", "cluster": "analysis.cluster",
+    "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
+    "ch3_witnesses": "checks.ch3_witnesses",
+}
+
+
+def dotted(module: str) -> str:
+    """The module's dotted path under ``bounds_lib`` (``norms`` -> ``theory.norms``)."""
+    return PATHS.get(module, module)
+
+
+def only_mutate(module: str) -> str:
+    """mutmut's ``only_mutate`` glob: one file, or every file of a subpackage."""
+    rel = dotted(module).replace(".", "/")
+    return f"bounds_lib/{rel}/*" if (ROOT / "bounds_lib" / rel).is_dir() else f"bounds_lib/{rel}.py"
+
+
+def tests_for(module: str) -> list[str]:
+    """``TESTS`` of the module, else of its subpackage (``checkpoints.formats`` -> ``checkpoints``)."""
+    for key in (module, dotted(module), dotted(module).split(".")[0]):
+        if key in TESTS:
+            return TESTS[key]
+    raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))} "
+                     "(and the modules of their subpackages, as subpackage.module)")
+
+
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
 SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py"]
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
 #: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
 #: ``--bounds-only`` leaves them out: each of their mutants reruns slow optimiser tests, and their
 #: power is checked directly (every harness must break a weakened bound, tests/test_checks.py). The
-#: harness now lives in bounds_lib/checks.py, so the flag leaves nothing out of the bound modules.
+#: harness now lives in bounds_lib/checks/, so the flag leaves nothing out of the bound modules.
 HARNESS = re.compile(r"^_?(falsify|adversarial|_?split_ratios|block_ratio|network_ratio|composition_ratio|spectral)")
 
 
@@ -76,34 +123,32 @@ def bound_functions(module: str) -> list[str]:
     """mutmut name globs for the top-level functions of ``module`` that are not harness functions."""
     import ast
 
-    tree = ast.parse((ROOT / "bounds_lib" / f"{module}.py").read_text())
+    tree = ast.parse((ROOT / "bounds_lib" / f"{dotted(module).replace('.', '/')}.py").read_text())
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not HARNESS.match(n.name)]
-    return [f"bounds_lib.{module}.x_{n}__mutmut_*" for n in names]
+    return [f"bounds_lib.{dotted(module)}.x_{n}__mutmut_*" for n in names]
 
 
 def function_globs(module: str, functions: list[str]) -> list[str]:
     """mutmut name globs for ``functions`` of ``module``: ``name`` (top level) or ``Class.method``."""
-    return [f"bounds_lib.{module}." + (f"xǁ{f.replace('.', 'ǁ')}__mutmut_*" if "." in f else f"x_{f}__mutmut_*")
+    return [f"bounds_lib.{dotted(module)}." + (f"xǁ{f.replace('.', 'ǁ')}__mutmut_*" if "." in f else f"x_{f}__mutmut_*")
             for f in functions]
 
 
 def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, functions=None, tests=None) -> dict:
-    if module not in TESTS:
-        raise SystemExit(f"unknown module {module!r}; supported: {', '.join(sorted(TESTS))}")
-    tests_of_module = list(tests or TESTS[module])
+    tests_of_module = list(tests or tests_for(module))
     work = ROOT / "mutants" / module
     if work.exists():
         shutil.rmtree(work)
     (work / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "bounds_lib", work / "bounds_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for t in [*SUPPORT, *TESTS[module], *tests_of_module]:
+    for t in [*SUPPORT, *tests_for(module), *tests_of_module]:
         if (ROOT / t).exists():
             shutil.copy(ROOT / t, work / t)
     tests = "\n    ".join(tests_of_module)
     deselect = "    -m\n    not slow\n" if bounds_only else ""
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths=bounds_lib\n"
-        f"only_mutate=bounds_lib/{module}.py\n"
+        f"only_mutate={only_mutate(module)}\n"
         f"pytest_add_cli_args_test_selection=\n    {tests}\n"
         "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n" + deselect +
         "use_git_change_detection=false\n"
@@ -111,14 +156,15 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, f
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONHASHSEED="0")
     selection = function_globs(module, functions) if functions else bound_functions(module) if bounds_only else []
-    keep = [g.split(".", 2)[2].replace("__mutmut_*", "__mutmut_") for g in function_globs(module, functions or [])]
+    prefix = f"bounds_lib.{dotted(module)}."
+    keep = [g.removeprefix(prefix).replace("__mutmut_*", "__mutmut_") for g in function_globs(module, functions or [])]
     subprocess.run([mutmut, "run", "--max-children", str(jobs), *selection], cwd=work, env=env, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     out = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     statuses = {}
     for line in out.stdout.splitlines():
         m = STATUS.match(line)
-        if m and functions and not any(m.group(1).split(".", 2)[2].startswith(k) for k in keep):
+        if m and functions and not any(m.group(1).removeprefix(prefix).startswith(k) for k in keep):
             continue
         if m and not (bounds_only and HARNESS.match(m.group(1).split(".x_")[-1])):
             statuses[m.group(1)] = m.group(2).strip()
