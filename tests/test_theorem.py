@@ -79,3 +79,14 @@ def test_rank_parameter_count_floors_a_zero_rank_at_one_only():
     from bounds_lib.analysis.corrected import rank_parameter_count
     spectra = NS(arch=NS(n_layers=4), matrices=[NS(rank=1, shape=(2, 3)), NS(rank=0, shape=(4, 4))])
     assert rank_parameter_count(spectra, shells=False) == 1 * 5 + 1 * 8   # rank 0 counts as 1, as in Θ
+
+
+def test_dudley_factor_names_lambda_in_its_errors():
+    """The message names the quantity as the chapter does (kills the message mutants of ``make mutation
+    MODULES=theorem``)."""
+    from bounds_lib.theory.theorem import dudley_factor
+
+    with pytest.raises(ValueError, match=r"^Lambda \(the logarithmic factor\) == -1\.0, must be > 0\.0$"):
+        dudley_factor(-1.0)
+    with pytest.raises(TypeError, match=r"^Lambda \(the logarithmic factor\) must be a real number"):
+        dudley_factor("x")
