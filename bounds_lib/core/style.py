@@ -2,7 +2,7 @@
 
 Every chapter's setup cell calls :func:`use_book_style` once. It
 
-* applies ``bounds_lib/book.mplstyle`` (fonts sized for the page, one colour cycle, grid, white
+* applies ``bounds_lib/core/book.mplstyle`` (fonts sized for the page, one colour cycle, grid, white
   background), and
 * inside IPython (the book build, Jupyter, Colab) makes every matplotlib figure display as one output
   in two formats: an **SVG** (vector: the web book shows it, sharp at every width and zoom) and a
