@@ -910,9 +910,10 @@ def test_a_change_beyond_the_header_of_a_large_checkpoint_is_seen_by_its_modific
 
 
 def test_the_checkpoint_identity_reads_each_files_first_mib_and_eight_bytes_and_no_more(tmp_path):
-    """The identity's read is bounded (a run does not read every weight file in full to decide whether to
-    resume): the first 8 + 2²⁰ bytes of each file (the safetensors header) enter it, the rest is left to the
-    file's size and modification time (the test above)."""
+    """The checkpoint identity — what a worker compares to be sure it reopened the file its parent opened
+    (resuming keys each unit by the content of the tensors it reads, tests/test_resume_content.py) — reads
+    a bounded prefix: the first 8 + 2²⁰ bytes of each file (the safetensors header) enter it, the rest is
+    left to the file's size and modification time."""
     import os
     from types import SimpleNamespace
 
