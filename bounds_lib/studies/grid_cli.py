@@ -24,12 +24,15 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     """
     ap = argparse.ArgumentParser(prog=GRID_COMMAND, description=description)
     ap.add_argument("--out", required=True, help="results JSON file to write")
-    ap.add_argument("--preset", choices=("full", "common-loss", "study", "robust", "robust-large"), default="full",
+    ap.add_argument("--preset", choices=("full", "common-loss", "study", "robust", "robust-large",
+                                         "robust-replication", "digits", "robust-replication-large"), default="full",
                     help="'full': the fixed-step grid of trained_grid.json; 'common-loss': every model trained "
                          "to a common training loss (trained_common_loss.json); 'study': the spectrum-shaping "
                          "study of Chapter 8 (spectrum_study.json); 'robust': the pre-registered robust study "
                          "of Chapter 9 on the planted teacher (study_robust.json); 'robust-large': its larger "
-                         "replication, for a cluster (--scheduler)")
+                         "replication, for a cluster (--scheduler); 'robust-replication' and 'digits': the "
+                         "replication grid of Chapter 9's amendment (three teacher draws per rank, five seeds) "
+                         "and its real-data task; 'robust-replication-large': the replication for a cluster")
     ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="dispatch the configs through this Dask distributed scheduler (default: local)")
     ap.add_argument("--small", action="store_true", help="tiny grid of the preset with the same format (seconds)")

@@ -8,6 +8,8 @@ Uncertainty. A ranking measured on one grid of trained models is one draw: anoth
 choice of configurations would give another τ. Following the hierarchical (two-stage) bootstrap, a
 resample draws the grid's *configurations* with replacement and, inside every drawn configuration,
 its *seeds* (models) with replacement; on a one-seed grid this is the ordinary bootstrap over models.
+With a top level above the configurations (Chapter 9's teacher draws) it has three stages
+(:func:`bootstrap_weights` with ``top``).
 A resample is a vector of integer weights on the rows (how often each model was drawn), so Kendall's
 ``τ_b`` is computed with weights, in closed form and for all resamples at once:
 
@@ -287,12 +289,16 @@ def check_sign(iv: Interval, claimed: str, what: str = "the statistic") -> None:
                              f"{format_interval(iv, 3)} (sign {iv.sign!r})")
 
 
-def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
-    """Row weights ``(n_boot, n_rows)`` of a two-stage bootstrap: clusters, then rows inside each.
+def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0, top=None) -> np.ndarray:
+    """Row weights ``(n_boot, n_rows)`` of a two-stage bootstrap: clusters, then rows inside each; with
+    ``top``, of a three-stage one: top clusters, clusters inside each, then rows (Chapters 7–9).
 
     Each resample draws as many clusters as there are, with replacement; a cluster drawn ``c`` times
     contributes ``Multinomial(c·m, 1/m)`` draws over its ``m`` rows (``c`` independent resamples of its
-    seeds).
+    seeds). With ``top`` the first stage draws the top clusters (Chapter 9: the teacher draws) and a top
+    cluster drawn ``c`` times draws ``Multinomial(c·k, 1/k)`` of its ``k`` clusters; a cluster is the pair
+    (top cluster, cluster). When every top cluster holds one cluster the weights are the two-stage ones,
+    draw for draw.
 
     Parameters
     ----------
@@ -302,6 +308,8 @@ def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarr
         Number of resamples, ``>= 1``.
     seed : int
         Seed of the generator, ``>= 0`` (fixed, so a chapter prints the same interval on every build).
+    top : sequence of hashable, optional
+        ``top[i]`` labels row ``i``'s top cluster (e.g. :func:`bounds_lib.studies.replication.teacher_clusters`).
 
     Returns
     -------
@@ -314,32 +322,40 @@ def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarr
     TypeError
         ``n_boot`` or ``seed`` is not an integer.
     ValueError
-        ``n_boot < 1``, ``seed < 0`` or no rows.
+        ``n_boot < 1``, ``seed < 0``, no rows, or ``top`` of another length than ``clusters``.
 
     Examples
     --------
     >>> W = bootstrap_weights(["a", "a", "b", "b"], n_boot=3, seed=0)
     >>> W.shape, W.sum(axis=1).tolist()
     ((3, 4), [4.0, 4.0, 4.0])
+    >>> bootstrap_weights(["a", "b"], 2, top=["t", "u"]).tolist() == bootstrap_weights(["a", "b"], 2).tolist()
+    True
     """
     check_scalar(n_boot, "n_boot (number of resamples)", int, min_val=1)
     check_scalar(seed, "seed", int, min_val=0)
-    labels = list(clusters)
-    if not labels:
+    levels = [list(clusters)] if top is None else [list(top), list(clusters)]
+    if not levels[-1]:
         raise ValueError("bootstrap_weights needs at least one row (clusters is empty)")
-    keys = {k: j for j, k in enumerate(dict.fromkeys(labels))}
-    idx = np.array([keys[k] for k in labels])
-    C = len(keys)
-    members = [np.flatnonzero(idx == j) for j in range(C)]
+    if len(levels[0]) != len(levels[-1]):
+        raise ValueError(f"top and clusters must label the same rows, got {len(levels[0])} and {len(levels[-1])}")
+    paths = [tuple(lv[i] for lv in levels) + (i,) for i in range(len(levels[-1]))]  # a row's clusters, top down
+    units = list(dict.fromkeys(p[:1] for p in paths))
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(C, np.full(C, 1.0 / C), size=n_boot)
-    W = np.zeros((n_boot, len(labels)))
-    for j, m in enumerate(members):
-        if m.size == 1:
-            W[:, m[0]] = counts[:, j]
-        else:
-            for b in np.flatnonzero(counts[:, j]):
-                W[b, m] = rng.multinomial(counts[b, j] * m.size, np.full(m.size, 1.0 / m.size))
+    W = rng.multinomial(len(units), np.full(len(units), 1.0 / len(units)), size=n_boot)
+    for d in range(2, len(levels) + 2):  # the next stage: the clusters inside a drawn unit, finally the rows
+        below, kids = list(dict.fromkeys(p[:d] for p in paths)), {}
+        for j, v in enumerate(below):
+            kids.setdefault(v[:-1], []).append(j)
+        counts, W = W, np.zeros((n_boot, len(below)))
+        for j, u in enumerate(units):
+            m = np.array(kids[u])
+            if m.size == 1:
+                W[:, m[0]] = counts[:, j]
+            else:
+                for b in np.flatnonzero(counts[:, j]):
+                    W[b, m] = rng.multinomial(int(counts[b, j]) * m.size, np.full(m.size, 1.0 / m.size))
+        units = below
     return W
 
 

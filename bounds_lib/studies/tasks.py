@@ -16,6 +16,16 @@ Following the *sparse variable creation* setting of Edelman et al. (2022): an in
   ``3L`` matrices are planted with ``teacher_rank`` equal singular values (``0``: full rank), on its own
   fixed encoding; the threshold is the median of ``f*`` over all ``2^T`` inputs, so the classes balance.
   The whole input space can be enumerated (:func:`all_bits`), so population errors are exact.
+  ``teacher_seed`` draws the teacher (``0``: the teacher of the committed grid); a replication draws
+  several teachers per rank (Chapter 9).
+
+* ``digits`` (a real task of Chapter 9): the 1797 images of 8 × 8 pixels of scikit-learn's
+  ``load_digits`` (package data, read offline), ``y = +1`` for a digit ``≥ 5`` and ``−1`` for a digit
+  ``< 5`` (896 against 901 images). An image is a sequence of ``T = 8`` tokens, its pixel rows scaled to
+  ``[0, 1]`` (:func:`digits_data`, :func:`encode_digits`). The seed permutes the images
+  (:func:`digits_split`): the first ``n`` are the training set, and the test error is measured on *all*
+  the others (:func:`heldout_digits`) — an estimate of the population error on a finite pool, not an
+  exact one as for the teacher.
 
 With ``label_noise = η > 0`` every label :func:`sample` returns is flipped independently with
 probability ``η`` (for any kind; the population of the noisy task is the same noise on every input).
@@ -39,12 +49,15 @@ import numpy as np
 
 from ..core.validation import check_bool, check_scalar
 
-__all__ = ["TASK_KINDS", "TEACHER_SHAPE", "BooleanTask", "all_bits", "bit_index", "planted_teacher",
+__all__ = ["TASK_KINDS", "TEACHER_SHAPE", "DIGITS_SHAPE", "BooleanTask", "all_bits", "bit_index", "planted_teacher",
            "teacher_labels_all", "task_support", "halfspace_weights", "boolean_labels", "token_embedding",
-           "encode", "sample_bits", "sample"]
+           "encode", "sample_bits", "sample", "digits_data", "digits_split", "digits_embedding", "encode_digits",
+           "heldout_digits"]
 
 #: The task families (see the module docstring).
-TASK_KINDS = ("majority", "and", "parity", "halfspace", "teacher")
+TASK_KINDS = ("majority", "and", "parity", "halfspace", "teacher", "digits")
+#: The ``digits`` task: images, tokens per image (pixel rows), pixels per token, the largest pixel value.
+DIGITS_SHAPE = {"images": 1797, "T": 8, "pixels": 8, "max_pixel": 16.0}
 #: The planted teacher's architecture (``L`` blocks of width ``N``) and its planted singular value.
 TEACHER_SHAPE = {"L": 2, "N": 16, "sigma": 3.0}
 #: Largest ``T`` for which the ``teacher`` task enumerates its input space (``2^T`` inputs).
@@ -70,6 +83,7 @@ class BooleanTask:
     random_labels: bool = False
     teacher_rank: int = 0  # ``teacher`` only: the planted rank r* of every teacher matrix (0: full rank)
     label_noise: float = 0.0  # probability that sample() flips a label
+    teacher_seed: int = 0  # ``teacher`` only: which teacher of rank r* is drawn (0: the committed grid's)
 
     def __post_init__(self):
         if not isinstance(self.kind, str):
@@ -90,6 +104,19 @@ class BooleanTask:
                      include_boundaries="left")
         if self.kind == "teacher" and T > TEACHER_MAX_T:
             raise ValueError(f"the teacher task enumerates all 2^T inputs; T = {T} exceeds {TEACHER_MAX_T}")
+        check_scalar(self.teacher_seed, "teacher_seed (the teacher draw; 0: the committed teacher)", int, min_val=0)
+        if self.teacher_seed and self.kind != "teacher":
+            raise ValueError(f"teacher_seed draws the planted teacher; the {self.kind!r} task has none "
+                             f"(got teacher_seed={self.teacher_seed})")
+        if self.kind == "digits":
+            self._check_digits()
+
+    def _check_digits(self):
+        if self.T != DIGITS_SHAPE["T"]:
+            raise ValueError(f"the digits task has T = {DIGITS_SHAPE['T']} tokens (the pixel rows), got T = {self.T}")
+        if self.random_labels or self.teacher_rank:
+            raise ValueError("the digits task has real labels and no teacher: random_labels and teacher_rank "
+                             f"must be off, got random_labels={self.random_labels}, teacher_rank={self.teacher_rank}")
 
     @property
     def support(self) -> np.ndarray:
@@ -174,14 +201,16 @@ def sample(task: BooleanTask, n: int, seed: int):
         Labels in ``{±1}``, shape ``(n,)``. For a random-label task ``y`` is drawn independently of
         ``bits`` from the same seed stream.
     bits : numpy.ndarray
-        The bit strings, shape ``(n, T)``.
+        The bit strings, shape ``(n, T)``; for ``digits`` the indices of the images in ``load_digits``,
+        shape ``(n,)`` (the first ``n`` of :func:`digits_split`; only stream 0 exists, the test set is
+        :func:`heldout_digits`).
 
     Raises
     ------
     TypeError
         ``n`` or ``seed`` is not an integer.
     ValueError
-        ``n < 1`` or ``seed < 0``.
+        ``n < 1`` or ``seed < 0``; for ``digits`` a stream other than 0, or ``n`` leaving no test image.
 
     Examples
     --------
@@ -189,11 +218,13 @@ def sample(task: BooleanTask, n: int, seed: int):
     >>> X.shape, bool(np.all(y == bits[:, 3] * bits[:, 7]))  # the parity of the support's bits
     ((5, 9, 4), True)
     """
+    if task.kind == "digits":
+        return _sample_digits(task, n, seed)
     rng, bits = _bits(task, n, seed)
     if task.random_labels:
         y = rng.choice([-1.0, 1.0], size=n)
     elif task.kind == "teacher":
-        y = teacher_labels_all(task.T, task.teacher_rank)[bit_index(bits)]
+        y = teacher_labels_all(task.T, task.teacher_rank, task.teacher_seed)[bit_index(bits)]
     else:
         y = boolean_labels(bits, task.support, task.kind, task.seed)
     if task.label_noise > 0:  # its own stream: the inputs and clean labels are those of the noiseless task
@@ -286,3 +317,113 @@ def teacher_labels_all(T: int, rank: int, seed: int = 0) -> np.ndarray:
     y = np.where(f > np.median(f), 1.0, -1.0)
     y.setflags(write=False)
     return y
+
+
+# ----------------------------------------------------------------------------- the digits task (Ch. 9)
+
+
+@lru_cache(maxsize=1)
+def digits_data():
+    """``(pixels, labels, digits)`` of scikit-learn's ``load_digits`` (package data, no network; Chapter 9).
+
+    ``pixels``: shape ``(1797, 8, 8)``, scaled to ``[0, 1]`` (the raw values are 0–16); ``labels``: ``+1``
+    for a digit ``≥ 5``, ``−1`` below; ``digits``: the digit 0–9. Read once; the arrays are read-only.
+
+    Raises
+    ------
+    ImportError
+        scikit-learn is not installed (it is in the ``grid`` extra: ``pip install bounds_lib[grid]``).
+
+    >>> pixels, labels, digits = digits_data()
+    >>> pixels.shape, float(pixels.max()), int((labels > 0).sum())
+    ((1797, 8, 8), 1.0, 896)
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as e:  # pragma: no cover - scikit-learn is pinned in constraints.txt
+        raise ImportError("the digits task reads scikit-learn's load_digits: pip install scikit-learn "
+                          "(or bounds_lib[grid])") from e
+    d = load_digits()
+    pixels = np.asarray(d.images, dtype=np.float64) / DIGITS_SHAPE["max_pixel"]
+    digits = np.asarray(d.target, dtype=np.int64)
+    labels = np.where(digits >= 5, 1.0, -1.0)
+    if pixels.shape != (DIGITS_SHAPE["images"], DIGITS_SHAPE["T"], DIGITS_SHAPE["pixels"]):
+        raise ValueError(f"load_digits returned images of shape {pixels.shape}; expected "
+                         f"({DIGITS_SHAPE['images']}, {DIGITS_SHAPE['T']}, {DIGITS_SHAPE['pixels']})")
+    for a in (pixels, labels, digits):
+        a.setflags(write=False)
+    return pixels, labels, digits
+
+
+def digits_split(seed: int) -> np.ndarray:
+    """The permutation of the 1797 images that seed ``seed`` draws: training images first (Chapter 9).
+
+    A training set of ``n`` images is ``digits_split(seed)[:n]`` and its test set all the others, so the
+    split is fixed by the seed alone (and the training sets of one seed are nested in ``n``).
+
+    >>> a = digits_split(0)
+    >>> sorted(a.tolist()) == list(range(1797)), bool((a == digits_split(0)).all())
+    (True, True)
+    """
+    check_scalar(seed, "seed", int, min_val=0)
+    return np.random.default_rng([seed, 8]).permutation(DIGITS_SHAPE["images"])
+
+
+def digits_embedding(N: int, seed: int) -> dict:
+    """The fixed encoding of the digits task in width ``N``: ``cls`` and ``pos`` (``8×N``) i.i.d.
+    ``𝒩(0, I_N/N)``, and the linear map ``A`` (``8×N``, entries ``𝒩(0, 1/(8N))``, so a token's pixel part
+    has expected squared norm ``‖x_t‖²/8 ≤ 1``), drawn from the seed and ``N`` (Chapter 9)."""
+    check_scalar(N, "N (hidden size)", int, min_val=1)
+    rng = np.random.default_rng([seed, 7, N])
+    P, T = DIGITS_SHAPE["pixels"], DIGITS_SHAPE["T"]
+    return {"cls": rng.standard_normal(N) / np.sqrt(N), "pos": rng.standard_normal((T, N)) / np.sqrt(N),
+            "map": rng.standard_normal((P, N)) / np.sqrt(P * N)}
+
+
+def encode_digits(pixels: np.ndarray, emb: dict) -> np.ndarray:
+    """Token matrices ``(n, 9, N)`` of images ``(n, 8, 8)``: row 0 = CLS, row ``t`` = ``(x_t A + p_t)/√2``
+    with ``x_t`` the image's ``t``-th pixel row (the model has no positional embedding of its own).
+
+    >>> encode_digits(digits_data()[0][:3], digits_embedding(4, 0)).shape
+    (3, 9, 4)
+    """
+    pixels = np.asarray(pixels, dtype=np.float64)
+    tokens = (pixels @ emb["map"] + emb["pos"][None]) / np.sqrt(2.0)
+    cls = np.broadcast_to(emb["cls"], (pixels.shape[0], 1, emb["cls"].size))
+    return np.concatenate([cls, tokens], axis=1)
+
+
+def _check_digits_n(n: int) -> int:
+    return check_scalar(n, f"n (training images; at most {DIGITS_SHAPE['images'] - 1}, so a test image is left)",
+                        int, min_val=1, max_val=DIGITS_SHAPE["images"] - 1)
+
+
+def _sample_digits(task, n, stream):
+    n = _check_digits_n(n)
+    check_scalar(stream, "seed (the stream: the digits task has only the training stream 0)", int, min_val=0,
+                 max_val=0)
+    pixels, labels, _ = digits_data()
+    idx = digits_split(task.seed)[:n]
+    y = labels[idx].copy()
+    if task.label_noise > 0:  # the teacher's flip stream: the noisy labels of the training set
+        flip = np.random.default_rng([task.seed, 5, stream]).random(n) < task.label_noise
+        y = np.where(flip, -y, y)
+    return encode_digits(pixels[idx], digits_embedding(task.N, task.seed)), y, idx
+
+
+def heldout_digits(task: BooleanTask, n_train: int):
+    """``(X, y, idx)``: every image not among the ``n_train`` training images of ``task`` (clean labels).
+
+    The test set of the digits task (Chapter 9): its error estimates the population error, with
+    standard deviation at most ``½/√(1797 − n_train)`` (0.0122 at ``n_train = 128``).
+
+    >>> X, y, idx = heldout_digits(BooleanTask(kind="digits", T=8, s=1, N=4), 128)
+    >>> X.shape, len(set(idx) & set(sample(BooleanTask(kind="digits", T=8, s=1, N=4), 128, 0)[2]))
+    ((1669, 9, 4), 0)
+    """
+    if task.kind != "digits":
+        raise ValueError(f"heldout_digits needs the digits task, got kind {task.kind!r}")
+    n_train = _check_digits_n(n_train)
+    pixels, labels, _ = digits_data()
+    idx = digits_split(task.seed)[n_train:]
+    return encode_digits(pixels[idx], digits_embedding(task.N, task.seed)), labels[idx].copy(), idx

@@ -14,7 +14,9 @@ produce bit-identical weights and losses; a test checks it.
 Measured quantities: train/test logistic loss and 0-1 error, and the gap ``test − train`` of
 both, with the test set a large fresh sample from a seed stream disjoint from the training one.
 On the ``teacher`` task (Chapter 9) there is no test sample: the test error is the exact population
-error over all ``2^T`` inputs, under the task's label noise (:func:`exact_population`).
+error over all ``2^T`` inputs, under the task's label noise (:func:`exact_population`). On the ``digits``
+task (Chapter 9) the test set is every image not used for training (:func:`heldout_population`): the
+test error estimates the population error under the same label noise, it is not exact.
 With ``disjoint_test`` (Chapter 8) the test inputs also exclude every training bit string, and the
 per-example correctness on the test set is kept (``TrainResult.test_correct``), so models of the same
 task and seed can be compared example by example.
@@ -33,12 +35,12 @@ import numpy as np
 import torch
 
 from ..theory.model import ACTIVATIONS
-from .tasks import TASK_KINDS, BooleanTask, sample
+from .tasks import DIGITS_SHAPE, TASK_KINDS, BooleanTask, sample
 from .torch_model import TorchTransformer, to_numpy
 from ..core.validation import check_bool, check_scalar
 
-__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "exact_population", "disjoint_test_sample",
-           "nuclear_penalty", "initial_model", "train"]
+__all__ = ["TrainConfig", "TrainResult", "logistic_loss", "evaluate", "exact_population", "heldout_population",
+           "disjoint_test_sample", "nuclear_penalty", "initial_model", "train"]
 
 TRAIN_STREAM, TEST_STREAM = 0, 1
 
@@ -83,6 +85,7 @@ class TrainConfig:
     # the robust study of Chapter 9 (off by default): the planted teacher's rank and label noise
     teacher_rank: int = 0  # kind="teacher": planted rank r* of the teacher's matrices (0: full rank)
     label_noise: float = 0.0  # probability that a training label is flipped
+    teacher_seed: int = 0  # kind="teacher": which teacher of rank r* (0: the committed grid's teacher)
 
     def __post_init__(self):
         for name, what in (("L", "L (number of blocks)"), ("N", "N (hidden size)"), ("n_train", "n_train"),
@@ -101,10 +104,14 @@ class TrainConfig:
         check_scalar(self.rank, f"rank (0: full matrices; at most N = {self.N})", int, min_val=0, max_val=self.N)
         check_bool(self.random_labels, "random_labels")
         check_bool(self.disjoint_test, "disjoint_test")
-        self.task()  # validates teacher_rank and label_noise
+        self.task()  # validates teacher_rank, teacher_seed, label_noise and the digits task's fields
         if self.kind == "teacher" and self.n_test != 2 ** self.T:
             raise ValueError(f"the teacher task is tested on all 2^T inputs: set n_test = 2**T = {2 ** self.T}, "
                              f"got {self.n_test}")
+        if self.kind == "digits" and (self.n_test != DIGITS_SHAPE["images"] - self.n_train or self.disjoint_test):
+            raise ValueError(f"the digits task is tested on every image not used for training: set n_test = "
+                             f"{DIGITS_SHAPE['images']} - n_train = {DIGITS_SHAPE['images'] - self.n_train} and "
+                             f"disjoint_test=False, got n_test={self.n_test}, disjoint_test={self.disjoint_test}")
         for name, allowed in (("kind", TASK_KINDS), ("act", tuple(ACTIVATIONS))):
             v = getattr(self, name)
             if not isinstance(v, str):
@@ -115,7 +122,7 @@ class TrainConfig:
     #: fields left out of :meth:`as_dict` at their default, so rows written before they existed keep
     #: their format and their configuration keys (``--reuse`` matches on the exact dict)
     _OPTIONAL = {"stop_loss": None, "weight_decay": 0.0, "nuclear": 0.0, "rank": 0, "disjoint_test": False,
-                 "teacher_rank": 0, "label_noise": 0.0}
+                 "teacher_rank": 0, "label_noise": 0.0, "teacher_seed": 0}
 
     def as_dict(self) -> dict:
         """The fields as a dict; optional fields (``stop_loss``, the Chapter 8 choices) only when set."""
@@ -128,7 +135,7 @@ class TrainConfig:
     def task(self) -> BooleanTask:
         return BooleanTask(kind=self.kind, T=self.T, s=self.s, N=self.N, seed=self.seed,
                            random_labels=self.random_labels, teacher_rank=self.teacher_rank,
-                           label_noise=self.label_noise)
+                           label_noise=self.label_noise, teacher_seed=self.teacher_seed)
 
 
 @dataclass
@@ -147,7 +154,7 @@ class TrainResult:
     reached_target: bool | None = None  # None without ``stop_loss``
     test_correct: np.ndarray | None = None  # per test example: 1 if classified correctly (disjoint_test)
     n_test_overlap: int | None = None  # test candidates dropped because they were training inputs
-    clean_test_error: float | None = None  # teacher task: exact population error against the clean labels
+    clean_test_error: float | None = None  # teacher: exact population error on the clean labels; digits: held out
 
     @property
     def gap_loss(self) -> float:
@@ -199,16 +206,37 @@ def exact_population(model: TorchTransformer, task, batch: int = 8192):
     from .tasks import all_bits, encode, teacher_labels_all, token_embedding
 
     bits = all_bits(task.T)
-    y_all = teacher_labels_all(task.T, task.teacher_rank)
+    y_all = teacher_labels_all(task.T, task.teacher_rank, task.teacher_seed)
     emb = token_embedding(task.T, task.N, task.seed)
-    eta = task.label_noise
     dtype = next(model.parameters()).dtype
     margins = []
     for i in range(0, bits.shape[0], batch):
         X = torch.as_tensor(encode(bits[i:i + batch], emb), dtype=dtype)
         y = torch.as_tensor(np.array(y_all[i:i + batch]), dtype=dtype)  # a copy: y_all is read-only
         margins.append((y * model(X)).to(torch.float64))
-    m = torch.cat(margins)
+    return _noisy_risks(torch.cat(margins), task.label_noise)
+
+
+@torch.no_grad()
+def heldout_population(model: TorchTransformer, task, n_train: int):
+    """``(logistic loss, 0-1 error, clean 0-1 error)`` of ``model`` on every held-out image of a ``digits`` task.
+
+    The rule of :func:`exact_population` with the mean over the ``1797 − n_train`` images not used for
+    training (:func:`bounds_lib.studies.tasks.heldout_digits`) in place of the mean over all inputs: under
+    label noise ``η`` the 0-1 error is ``η + (1 − 2η)·(clean error)`` when no margin is exactly 0. An
+    estimate of the population error (Chapter 9), with standard deviation at most ``½/√(1797 − n_train)``.
+    """
+    from .tasks import heldout_digits
+
+    X, y, _ = heldout_digits(task, n_train)
+    dtype = next(model.parameters()).dtype
+    m = torch.as_tensor(y, dtype=dtype) * model(torch.as_tensor(X, dtype=dtype))
+    return _noisy_risks(m.to(torch.float64), task.label_noise)
+
+
+def _noisy_risks(m: torch.Tensor, eta: float):
+    """``(loss, 0-1 error, clean 0-1 error)`` from the margins ``m = y* f`` on the clean labels, labels flipped
+    with probability ``eta`` (``f = 0`` is an error under either label)."""
     sp = torch.nn.functional.softplus
     loss = float(((1 - eta) * sp(-m) + eta * sp(m)).mean())
     err = float(((1 - eta) * (m <= 0).double() + eta * (m >= 0).double()).mean())
@@ -305,7 +333,7 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     task = config.task()
     Xtr, ytr, btr = sample(task, config.n_train, TRAIN_STREAM)
     overlap = None
-    if config.kind == "teacher":  # the exact population is the test set (evaluated after training)
+    if config.kind in ("teacher", "digits"):  # the population (or all held-out images) after training
         Xte = yte = None
     elif config.disjoint_test:
         Xte, yte, _, overlap = disjoint_test_sample(task, config.n_test, btr)
@@ -343,7 +371,8 @@ def train(config: TrainConfig, dtype: torch.dtype = torch.float32) -> TrainResul
     tr_loss, tr_err = evaluate(model, Xtr, ytr)
     clean = None
     if Xte is None:
-        te_loss, te_err, clean = exact_population(model, task)
+        te_loss, te_err, clean = (exact_population(model, task) if config.kind == "teacher"
+                                  else heldout_population(model, task, config.n_train))
     else:
         te_loss, te_err = evaluate(model, Xte, yte)
     correct = None
