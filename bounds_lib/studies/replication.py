@@ -49,30 +49,30 @@ _STOP = dict(steps=3000, stop_loss=0.05)
 _SEEDS = (0, 1, 2, 3, 4)
 _BASE = {"L": 1, "N": 16, "lr": 0.03, "weight_decay": 0.0, "label_noise": 0.0}
 
-#: The teacher grid of the amendment (§6): 16 configurations × 3 teacher draws × 5 seeds = 240 models, and
-#: the sample-size family at the base architecture (n = 64, 256, 512 beyond the shared 128; both ranks): 90.
+#: The teacher grid of the amendment (§6) — 16 configurations × 3 teacher draws × 5 seeds = 240 models, and
+#: the sample-size family at the base architecture (n = 64, 256, 512 beyond the shared 128; both ranks) — 90.
 REPLICATION_GRID = dict(task={"kind": "teacher", "T": 16, "s": 1}, n_train=128,
                         axes={"L": (1, 2), "N": (16, 32), "label_noise": (0.0, 0.05), "teacher_rank": (1, 0)},
                         fixed={"lr": 0.03, "weight_decay": 0.0}, base=_BASE, family_n=(64, 128, 256, 512),
                         teacher_seeds=(0, 1, 2), seeds=_SEEDS, **_STOP)
-#: A tiny twin with the same format (seconds), used by the tests: 2 teacher draws, 2 seeds, 16 models.
+#: A tiny twin with the same format (seconds), used by the tests — 2 teacher draws, 2 seeds, 16 models.
 SMALL_REPLICATION_GRID = dict(task={"kind": "teacher", "T": 8, "s": 1}, n_train=16,
                               axes={"L": (1,), "N": (4,), "label_noise": (0.0,), "teacher_rank": (1, 0)},
                               fixed={"lr": 0.03, "weight_decay": 0.0},
                               base={**_BASE, "N": 4}, family_n=(16, 32), teacher_seeds=(0, 1), seeds=(0, 1),
                               steps=300, stop_loss=0.1)
-#: The digits task of the amendment (§6): the factorial over L, N, η at n = 128, five seeds: 40 models.
+#: The digits task of the amendment (§6) — the factorial over L, N, η at n = 128, five seeds — 40 models.
 DIGITS_GRID = dict(task={"kind": "digits", "T": 8, "s": 1}, n_train=128,
                    axes={"L": (1, 2), "N": (16, 32), "label_noise": (0.0, 0.05)},
                    fixed={"lr": 0.03, "weight_decay": 0.0}, base=_BASE, family_n=(), teacher_seeds=(0,),
                    seeds=_SEEDS, **_STOP)
-#: A tiny digits grid with the same format (seconds), used by the tests: 4 models.
+#: A tiny digits grid with the same format (seconds), used by the tests — 4 models.
 SMALL_DIGITS_GRID = dict(task={"kind": "digits", "T": 8, "s": 1}, n_train=32,
                          axes={"L": (1,), "N": (4,), "label_noise": (0.0, 0.05)},
                          fixed={"lr": 0.03, "weight_decay": 0.0}, base={**_BASE, "N": 4}, family_n=(),
                          teacher_seeds=(0,), seeds=(0, 1), steps=600, stop_loss=0.1)
-#: The cluster replication (documented, not run here): the original six-axis factorial and the family,
-#: 5 teacher draws per rank, 5 seeds: 25 × (64 + 6) = 1750 models, through ``--scheduler``.
+#: The cluster replication (documented, not run here) — the original six-axis factorial and the family,
+#: 5 teacher draws per rank, 5 seeds — 25 × (64 + 6) = 1750 models, through ``--scheduler``.
 REPLICATION_LARGE_GRID = dict(task={"kind": "teacher", "T": 16, "s": 1}, n_train=128,
                               axes={"L": (1, 2), "N": (16, 32), "lr": (0.01, 0.03), "weight_decay": (0.0, 0.1),
                                     "label_noise": (0.0, 0.05), "teacher_rank": (1, 0)},
@@ -111,6 +111,8 @@ def replication_configs(spec: dict) -> list:
     TypeError, ValueError
         A configuration it describes is invalid (:class:`~bounds_lib.studies.training.TrainConfig`).
 
+    Examples
+    --------
     >>> configs = replication_configs(SMALL_REPLICATION_GRID)
     >>> len(configs), sorted({c.teacher_seed for c in configs}), configs[0].as_dict().get("teacher_seed", 0)
     (16, [0, 1], 0)

@@ -334,6 +334,8 @@ def digits_data():
     ImportError
         scikit-learn is not installed (it is in the ``grid`` extra: ``pip install bounds_lib[grid]``).
 
+    Examples
+    --------
     >>> pixels, labels, digits = digits_data()
     >>> pixels.shape, float(pixels.max()), int((labels > 0).sum())
     ((1797, 8, 8), 1.0, 896)
