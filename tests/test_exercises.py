@@ -225,6 +225,9 @@ def _solution(exercise):
         return (sum(s > 0 for s in (3.0, 1.0, 1e-3, 0.0)),)
     if exercise == "ch02-ex-tight":
         return (math.sqrt(11 / 12),)
+    if exercise == "ch02-ex-sharp":
+        # the solution's closed form: entropy ~ eps^-p, so sqrt(log N) ~ eps^(-p/2)
+        return tuple(p / 2 for p in (0.5, 1.5))
     if exercise == "ch03-ex-T1":
         # C_M C_V, and Λ = L_phi C_M C_V (1 + 2c C_QK) with c = 1
         return (0.25, 0.25 * (1 + 2 * 1 * 0.5))
@@ -372,6 +375,9 @@ def test_wrong_methods_fail_on_the_new_checks():
     # Chapter 2: the ratio for k = 11 or its square
     assert not E.check("ch02-ex-tight", math.sqrt(10 / 11), quiet=True)
     assert not E.check("ch02-ex-tight", 11 / 12, quiet=True)
+    # Chapter 2, the sharper tail: the exponent of the chapter's balance, p/(p + 2), or the entropy's own p
+    assert not E.check("ch02-ex-sharp", tuple(p / (p + 2) for p in (0.5, 1.5)), quiet=True)
+    assert not E.check("ch02-ex-sharp", (0.5, 1.5), quiet=True)
     # Chapter 3: the released constant c = 2 in Λ, or the two numbers swapped
     assert not E.check("ch03-ex-T1", (0.25, 0.25 * (1 + 4 * 0.5)), quiet=True)
     assert not E.check("ch03-ex-T1", (0.5, 0.25), quiet=True)

@@ -158,3 +158,30 @@ def test_every_launch_link_opens_a_generated_notebook():
                                               ("book/api", False)])
 def test_only_chapters_get_launch_buttons(page, launchable):
     assert (page in book_reader.launchable_pages(ROOT)) is launchable
+
+
+def _download_group(*labels):
+    return {"type": "group", "label": "download-buttons",
+            "buttons": [{"type": "link", "label": lab, "url": f"x/{lab}"} for lab in labels]}
+
+
+def test_a_notebook_page_that_is_no_chapter_loses_its_notebook_downloads():
+    buttons = [_download_group("download-notebook-button", "download-source-button", "download-pdf-button"),
+               {"type": "javascript", "label": "fullscreen"}]
+    book_reader.remove_notebook_downloads(buttons)
+    assert [b["label"] for b in buttons[0]["buttons"]] == ["download-pdf-button"]
+    assert buttons[1]["label"] == "fullscreen"
+    # a group left empty goes
+    buttons = [_download_group("download-notebook-button", "download-source-button")]
+    book_reader.remove_notebook_downloads(buttons)
+    assert buttons == []
+
+
+@needs_book
+def test_the_front_page_offers_no_raw_myst_download():
+    """The front page has no generated notebook: its download was MyST-NB's copy (raw MyST, no outputs)
+    and its ``.md`` source; both links go (issue 32). Chapters keep their downloads."""
+    front = [h for h in _hrefs(HTML / "book" / "intro.html") if "_sources/" in h]
+    assert not [h for h in front if h.endswith((".ipynb", ".md"))], front
+    chapter = _hrefs(HTML / "notebooks" / "ch04_peeling.html")
+    assert any(h.endswith("_sources/notebooks/ch04_peeling.ipynb") for h in chapter)

@@ -15,7 +15,9 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   ``student-edition.zip``): the ``published:`` scheme becomes the site's address, derived from
   ``repository.url`` of ``_config.yml`` (``https://github.com/OWNER/REPO`` ->
   ``https://OWNER.github.io/REPO/``), so the address stays in one place.
-* **Download button.** The executed ``.ipynb`` behind the download button is the chapter's plain
+* **Download button.** A notebook page that is not a chapter (the front page) offers no ``.ipynb`` or
+  ``.md`` download (either would be raw MyST: the generator converts chapters only).
+  The executed ``.ipynb`` behind a chapter's download button is the chapter's plain
   Jupyter notebook of ``make notebooks`` (``make_notebooks.convert``: glued numbers, numbered
   statements, linked references, macros cell, install cell), made from this build's own executions
   (its jupyter-cache). Where that is impossible the page keeps MyST-NB's copy with the macros and
@@ -71,6 +73,23 @@ def launchable_pages(srcdir) -> set[str]:
     return {f"notebooks/{p.stem}" for p in make_notebooks.chapters(Path(srcdir) / "notebooks")}
 
 
+#: The download entries of a notebook page: MyST-NB's ``.ipynb`` and the ``.md`` source.
+NOTEBOOK_DOWNLOADS = ("download-notebook-button", "download-source-button")
+
+
+def remove_notebook_downloads(buttons: list) -> None:
+    """Drop the ``.ipynb`` and ``.md`` downloads of a notebook page that is not a chapter (the front page).
+
+    The generator converts only chapters; the front page's glued numbers come from other pages, so its
+    ``.ipynb`` would be MyST-NB's copy with raw MyST (roles, directives, no outputs) and its ``.md`` is
+    raw MyST too. No download is better than an unclean one; "print to PDF" stays (issue 32).
+    """
+    for group in buttons:
+        if group.get("label") == "download-buttons":
+            group["buttons"] = [b for b in group.get("buttons", []) if b.get("label") not in NOTEBOOK_DOWNLOADS]
+    buttons[:] = [b for b in buttons if b.get("label") != "download-buttons" or b.get("buttons")]
+
+
 def _walk_buttons(buttons):
     for b in buttons or []:
         yield b
@@ -95,14 +114,17 @@ def _page_context(app, pagename, templatename, context, doctree):
 
     branch = app.config.launch_notebooks_branch
     buttons = context.get("header_buttons")
-    if buttons and pagename not in launchable_pages(app.srcdir):
-        # no generated notebook behind this page: no Colab/Binder button (the download stays)
+    launchable = pagename in launchable_pages(app.srcdir)
+    if buttons and not launchable:
+        # no generated notebook behind this page: no Colab/Binder button
         buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]
+        if context.get("ipynb_source"):
+            remove_notebook_downloads(buttons)
     for button in _walk_buttons(buttons):
         if button.get("type") == "link" and button.get("url"):
             button["url"] = retarget_launch_url(button["url"], branch)
 
-    if context.get("ipynb_source"):
+    if context.get("ipynb_source") and launchable:
         path = Path(app.outdir) / "_sources" / context["ipynb_source"]
         if path.is_file():
             nb = _reader_notebook(app, pagename)

@@ -89,6 +89,30 @@ def _ch02_tight():
     return (float(np.linalg.norm(svd_split(W, 1.0).W2) / tail_bound_dimension(1.0, W.shape)),)
 
 
+def _ch02_sharp():
+    # with the sharper tail ||W_2||_F^2 <= tau^(2-p) C_s: the library's two entropies (the Frobenius one
+    # at that radius), their sum minimised over tau numerically at two radii eps, and the exponent b of
+    # eps^-b in sqrt(log N(eps)) read off the log-log slope, at p = 1/2 and 3/2 (the solution balances
+    # in SymPy and reads off the closed form)
+    from scipy.optimize import minimize_scalar
+
+    from ..theory.interpolation import entropy_frobenius, entropy_low_rank
+
+    C_s, l, m = 1.0, 8, 8
+
+    def log_entropy(eps, p):
+        def total(log_tau):
+            tau = math.exp(log_tau)
+            radius = math.sqrt(tau ** (2 - p) * C_s)
+            return math.log(entropy_low_rank(tau, C_s, p, l, m) + entropy_frobenius(radius, eps, 1, m))
+
+        return minimize_scalar(total, bounds=(-40.0, 10.0), method="bounded",
+                               options={"xatol": 1e-12}).fun
+
+    e1, e2 = 1e-2, 1e-4
+    return tuple(float(0.5 * (log_entropy(e2, p) - log_entropy(e1, p)) / math.log(e1 / e2)) for p in (0.5, 1.5))
+
+
 def _ch03_T1():
     # one token, C_QK = C_V = C_M = 1/2, identity activation: the best factor L_phi C_M C_V (the value
     # path alone) and the library's Lambda with softmax constant c = 1
@@ -313,6 +337,10 @@ SELF_CHECKS: dict[str, SelfCheck] = {c.exercise: c for c in (
     SelfCheck("ch02-ex-tight", "the best ratio (a number)", _ch02_tight, 1e-9,
               "put the largest singular value above tau and all the others exactly at tau; "
               "then W_2 holds k - 1 of them"),
+    SelfCheck("ch02-ex-sharp", "(b at p = 1/2, b at p = 3/2) for sqrt(log N(eps)) ~ eps^-b, two numbers",
+              _ch02_sharp, 1e-6,
+              "balance C_s(d + d')/tau^p against tau^(2-p) C_s d'/eps^2: the balancing tau is proportional "
+              "to eps; b is half the entropy's exponent, and the integral converges while b < 1"),
     SelfCheck("ch03-ex-T1", "(the best factor, Lambda), two numbers", _ch03_T1, 1e-9,
               "with one token softmax returns the constant row, so only the value path W^V, phi, W^M is "
               "left; Lambda multiplies it by (1 + 2c C_QK)"),
@@ -381,7 +409,6 @@ WITHOUT_SELF_CHECK: dict[str, str] = {
     "ch01-ex-projection": "a proof (and an example of a ratio 0)",
     "ch01-ex-mixed": "a construction and an interpretation",
     "ch02-ex-special": "an interpretation of two special cases",
-    "ch02-ex-sharp": "a derivation: an exponent as a function of p, and a yes/no on convergence",
     "ch03-ex-osc": "a proof; the numerical check prints its own verdict",
     "ch03-ex-masked": "an explanation; the run prints its own verdict",
     "ch04-ex-rss": "a proof; the check with the library prints its own verdict",
