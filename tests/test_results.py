@@ -81,7 +81,7 @@ def test_committed_results_load_from_the_package():
 
 
 # ----------------------------------------------------------------------------- the command a chapter shows
-@pytest.mark.parametrize("name", ["study", "robust", "common_loss", "common_loss_rand256", "trained_grid"])
+@pytest.mark.parametrize("name", sorted(R.RESULTS_FILES))
 def test_rerun_command_of_every_committed_file(name):
     import shlex
 

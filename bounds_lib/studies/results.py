@@ -189,7 +189,8 @@ def merge_results(paths, argv=()) -> dict:
 #: The results files shipped with the library (package data in ``bounds_lib/data``).
 RESULTS_FILES = {"trained_grid": "trained_grid.json", "common_loss": "trained_common_loss.json",
                  "common_loss_rand256": "trained_common_loss_rand256.json", "study": "spectrum_study.json",
-                 "robust": "study_robust.json"}
+                 "robust": "study_robust.json", "replication": "study_replication.json",
+                 "digits": "study_digits.json"}
 
 
 def load_results(name: str) -> dict:
