@@ -190,7 +190,7 @@ def merge_results(paths, argv=()) -> dict:
 RESULTS_FILES = {"trained_grid": "trained_grid.json", "common_loss": "trained_common_loss.json",
                  "common_loss_rand256": "trained_common_loss_rand256.json", "study": "spectrum_study.json",
                  "robust": "study_robust.json", "replication": "study_replication.json",
-                 "digits": "study_digits.json"}
+                 "digits": "study_digits.json", "replication_6000": "study_replication_6000.json"}
 
 
 def load_results(name: str) -> dict:
