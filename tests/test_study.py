@@ -512,10 +512,9 @@ def test_with_axes_fills_the_defaults_and_splits_by_the_target_loss():
             {"config": {"L": 2, "label_noise": 0.05}, "reached_target": False},
             {"config": {"L": 3}}]
     ok, out = ST.with_axes(rows)
-    assert ok == [{"config": {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0, "L": 1},
-                   "reached_target": True, "x": 1}]
-    assert [r["config"] for r in out] == [{"weight_decay": 0.0, "label_noise": 0.05, "teacher_rank": 0, "L": 2},
-                                          {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0, "L": 3}]
+    d = {"weight_decay": 0.0, "teacher_rank": 0, "teacher_seed": 0}  # the teacher draw: 0, the committed teacher
+    assert ok == [{"config": {**d, "label_noise": 0.0, "L": 1}, "reached_target": True, "x": 1}]
+    assert [r["config"] for r in out] == [{**d, "label_noise": 0.05, "L": 2}, {**d, "label_noise": 0.0, "L": 3}]
     assert rows[0]["config"] == {"L": 1}  # the input rows are not changed
 
 

@@ -54,8 +54,13 @@ def _rows(rows, name="rows") -> list:
 
 
 def _config_key(config) -> int:
-    """A stable 32-bit key of a model's configuration (defaults filled in, so raw and analysed rows agree)."""
+    """A stable 32-bit key of a model's configuration (defaults filled in, so raw and analysed rows agree).
+
+    The teacher draw ``teacher_seed`` counts only when it is not 0 (the committed grid's teacher), so the
+    committed rows keep the key they had before the replication added the draw."""
     full = {**ST._CONFIG_DEFAULTS, **config}
+    if not full.get("teacher_seed"):
+        full.pop("teacher_seed", None)
     return zlib.crc32(json.dumps(full, sort_keys=True, default=str).encode())
 
 
@@ -454,7 +459,7 @@ def _simulate(labels, rho_a, rho_b, noise_corr, icc, rng):
 
 def detectable_delta_tau(design, power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3, 0.4), tau_base: float = 0.3,
                          noise_corr: float = 0.5, icc: float = 0.5, paired: bool = True, n_sim: int = 50,
-                         n_boot: int = 200, level: float = S.LEVEL, seed: int = 0) -> PowerResult:
+                         n_boot: int = 200, level: float = S.LEVEL, seed: int = 0, top=None) -> PowerResult:
     """The power of Chapter 9's bootstrap tests against planted ``Δτ``, and the smallest ``Δτ`` detected.
 
     ``design`` is the grid: results rows (their configurations are the bootstrap clusters) or a number
@@ -466,7 +471,8 @@ def detectable_delta_tau(design, power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3,
     ``τ_a − τ_b > 0`` by :func:`bounds_lib.studies.study.paired_interval`; otherwise the one-sample test
     ``τ_a > 0`` (``tau_base`` ignored, ``τ_a = Δ``). A grid *detects* the effect when the two-stage
     bootstrap interval (``n_boot`` resamples, ``level``) lies above 0 — the pre-registered rule with one
-    bootstrap seed instead of ten, so slightly more lenient.
+    bootstrap seed instead of ten, so slightly more lenient. ``top``: top clusters of the design's rows
+    (the replication's teacher draws), resampled first as :func:`bounds_lib.studies.stats.bootstrap_weights` does.
     """
     labels = _design(design)
     power = check_scalar(power, "power", float, min_val=0, max_val=1, include_boundaries="neither")
@@ -487,7 +493,7 @@ def detectable_delta_tau(design, power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3,
         rho_a, hits = math.sin(math.pi * (base + delta) / 2), 0
         for _ in range(n_sim):
             g, a, b = _simulate(labels, rho_a, rho_b, noise_corr, icc, rng)
-            W = S.bootstrap_weights(labels, n_boot=n_boot, seed=int(rng.integers(2 ** 31)))
+            W = S.bootstrap_weights(labels, n_boot=n_boot, seed=int(rng.integers(2 ** 31)), top=top)
             iv = ST.paired_interval(a, b, g, W, level) if paired else S.kendall_interval(a, g, W, level)
             hits += iv.lo > 0
         out.append(hits / n_sim)

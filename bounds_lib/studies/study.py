@@ -173,12 +173,13 @@ MEASURES = {
     "train_error": "training error", "neg_log_n": "−log n",
 }
 #: Defaults of the config keys that results rows leave out at their default (:meth:`TrainConfig.as_dict`).
-_CONFIG_DEFAULTS = {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0}
+_CONFIG_DEFAULTS = {"weight_decay": 0.0, "label_noise": 0.0, "teacher_rank": 0, "teacher_seed": 0}
 
 
 def with_axes(rows) -> tuple:
     """``(analysed, excluded)``: the rows with every axis in ``config`` (defaults filled in), split by
-    whether they reached the common training loss (the pre-registered exclusion rule).
+    whether they reached the common training loss (the pre-registered exclusion rule). The teacher draw
+    ``teacher_seed`` defaults to 0, the committed grid's teacher (Chapter 9's replication draws more).
 
     >>> ok, out = with_axes([{"config": {"L": 1}, "reached_target": True},
     ...                      {"config": {"L": 2, "label_noise": 0.05}, "reached_target": False}])

@@ -141,18 +141,19 @@ def permuted_taus(values, target, n_perm: int = 1000) -> np.ndarray:
 
 
 def permuted_psis(rows, values, n_perm: int = 1000, hypers=ST.AXES + ("n_train",),
-                  target: str = "gap_error") -> np.ndarray:
+                  target: str = "gap_error", fixed=()) -> np.ndarray:
     """The granulated ``Ψ`` of ``shuffled_control(values, seed=s)`` for ``s = 0 … n_perm − 1``.
 
     Same definition as :func:`bounds_lib.studies.stats.granulated_kendall` (groups whose gap is
-    constant skipped, a measure constant in a group scores 0 there), every permutation at once.
+    constant skipped, a measure constant in a group scores 0 there), every permutation at once;
+    ``fixed``: config keys held fixed in every group, as there.
     """
     X = _permutations(values, n_perm)
     g = np.array([r[target] for r in rows], dtype=float)
     psi = []
     for h in hypers:
         taus = [np.nan_to_num(_tau_b_rows(X[:, idx], g[idx]), nan=0.0)
-                for idx in S._groups(rows, h, hypers, ()) if np.ptp(g[idx]) > 0]
+                for idx in S._groups(rows, h, hypers, fixed) if np.ptp(g[idx]) > 0]
         if taus:
             psi.append(np.mean(taus, axis=0))
     return np.mean(psi, axis=0) if psi else np.full(n_perm, np.nan)
@@ -423,14 +424,14 @@ def plot_sign_error_cdf(panels: dict, floor, ceiling, labels=("shuffled μ_ours"
             ax.step(np.r_[0, x, 1], np.r_[0, np.arange(1, x.size + 1) / x.size, 1], where="post", color=colour,
                     label=lab)
         ax.set_title(title)
-        ax.set_xlim(0, 1)
+        ax.set_xlim(-0.03, 1.03)
     for ax in axes[n:]:
         ax.set_visible(False)
     for ax in axes[::2]:
         ax.set_ylabel("share of environments")
     for ax in axes[max(0, n - 2):n]:
         ax.set_xlabel("sign error")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2)
     return fig
 
 

@@ -1,0 +1,83 @@
+"""Chapter 9's confirmatory analysis (bounds_lib.studies.replication_report): the stored tables recompute."""
+import numpy as np
+import pytest
+
+from bounds_lib.studies import controls as C
+from bounds_lib.studies import replication_report as RR
+from bounds_lib.studies import results as R
+from bounds_lib.studies import stats as S
+from bounds_lib.studies import study as ST
+from bounds_lib.studies import verdicts as V
+
+
+@pytest.fixture(scope="module")
+def rows():
+    ok, _ = ST.with_axes(R.load_results("replication")["rows"])
+    return ok
+
+
+def test_the_committed_rows_keep_their_positive_control_key():
+    row = {"config": {"L": 1, "seed": 0}}
+    assert C._config_key(row["config"]) == C._config_key({"L": 1, "seed": 0, "teacher_seed": 0})
+    assert C._config_key(row["config"]) != C._config_key({"L": 1, "seed": 0, "teacher_seed": 1})
+
+
+def test_weights_resample_teacher_draws_first(rows):
+    W = RR.weights(rows, (0,), n_boot=20)[0]
+    assert W.shape == (20, len(rows))
+    draws = np.array([r["config"]["teacher_seed"] for r in rows])
+    drawn = [{int(d) for d in draws[w > 0]} for w in W]
+    assert any(len(d) < 3 for d in drawn)  # a resample can miss a whole teacher draw
+
+
+def test_environments_are_matched_within_a_teacher_draw(rows):
+    envs = RR.environments(rows, "B_ours")
+    assert envs and all(e.axis in RR.HYPERS for e in envs)
+    for e in envs[:50]:
+        for i, j in e.pairs:
+            assert rows[i]["config"]["teacher_seed"] == rows[j]["config"]["teacher_seed"]
+            assert rows[i]["config"]["seed"] == rows[j]["config"]["seed"]
+
+
+def test_pstar_pairs_match_the_study_within_each_draw(rows):
+    d, draws = RR.pstar_pairs(rows)
+    assert d.size == len(draws) and set(draws) <= {0, 1, 2}
+    sub = [r for r in rows if r["config"]["teacher_seed"] == 1]
+    assert np.allclose(np.sort(d[np.array(draws) == 1]), np.sort(ST.pstar_rank_differences(sub)))
+
+
+def test_one_stored_sweep_entry_recomputes_exactly(rows):
+    stored = RR.load_report()
+    h = ST.HYPOTHESES[0]
+    W = RR.weights(rows, (3,), stored["n_boot"])
+    sw = RR.hypothesis_sweep(h, rows, W, (3,), stored["n_boot"])
+    assert [sw.intervals[0].value, sw.intervals[0].lo, sw.intervals[0].hi] == stored["sweeps"][h.id]["intervals"][3]
+
+
+def test_h9_cluster_entry_and_a_ranking_point_value_recompute(rows):
+    stored = RR.load_report()
+    sw = RR.pstar_cluster_sweep(rows, (0,), stored["n_boot"])
+    iv = sw.intervals[0]
+    assert [iv.value, iv.lo, iv.hi] == stored["sweeps"]["H9′"]["intervals"][0]
+    g = np.array([r["gap_error"] for r in rows])
+    t = S.kendall_tau(V.measure_values(rows, "control:4096"), g)
+    assert t == pytest.approx(stored["ranking"]["measures"]["control:4096"]["tau"][0], abs=1e-12)
+
+
+def test_digits_entry_recomputes():
+    stored = RR.load_report()["digits"]
+    drows, _ = ST.with_axes(R.load_results("digits")["rows"])
+    out = RR.digits_ranking(drows, names=("B_ours",), n_boot=1000)
+    assert out["measures"]["B_ours"]["tau"] == stored["measures"]["B_ours"]["tau"]
+
+
+@pytest.mark.slow
+def test_one_stored_power_entry_recomputes_exactly(rows):
+    stored = RR.load_replication_power()
+    p = stored["tests"]["A3"]
+    k = 2
+    sub = [r for r in rows if r["config"]["label_noise"] == p["level"]]
+    pr = V.power_curve(sub, (stored["deltas"][k],), paired=True, seed=stored["seed"] + k, n_sim=stored["n_sim"],
+                       n_boot=stored["n_boot"], tau_base=p["tau_base"], noise_corr=p["noise_corr"],
+                       icc=max(p["icc"], 0.0), top=RR.teacher_clusters(sub))
+    assert pr.power[0] == p["power"][k]
