@@ -306,22 +306,11 @@ def environments(rows, m=None, target: str = "gap_error", axes=ST.AXES + ("n_tra
     g = np.array([r[target] for r in rows], dtype=float)
     mv = None if m is None else _values(rows, m)
     out = []
-    for h in axes:
-        others = [k for k in axes if k != h]
-        envs = {}
-        for i, r in enumerate(rows):
-            key = tuple(r["config"][k] for k in others)
-            envs.setdefault(key, {}).setdefault(r["config"][h], {})[r["config"]["seed"]] = i
-        for levels in envs.values():
-            for a, b in itertools.combinations(sorted(levels), 2):
-                A, B = levels[a], levels[b]
-                pairs = tuple((A[s], B[s]) for s in sorted(set(A) & set(B)))
-                if not pairs:
-                    continue
-                dg = tuple(float(g[j] - g[i]) for i, j in pairs)
-                sc = tuple(float("nan") if mv is None else float(0.5 * (1 - np.sign(mv[j] - mv[i]) * np.sign(d)))
-                           for (i, j), d in zip(pairs, dg))
-                out.append(Environment(h, pairs, dg, sc))
+    for h, pairs in ST.environment_pairs(rows, axes):
+        dg = tuple(float(g[j] - g[i]) for i, j in pairs)
+        sc = tuple(float("nan") if mv is None else float(0.5 * (1 - np.sign(mv[j] - mv[i]) * np.sign(d)))
+                   for (i, j), d in zip(pairs, dg))
+        out.append(Environment(h, pairs, dg, sc))
     return out
 
 

@@ -26,8 +26,9 @@ from . import stats as S
 __all__ = ["AXES", "SIGMA_GRID", "PAC_DELTA", "MARGIN_QUANTILE", "MEASURES", "HYPOTHESES", "Hypothesis",
            "training_margins", "spectral_complexity", "distance_to_init", "perturbation_sharpness",
            "pac_bayes_bound", "study_measures", "with_axes", "measure", "clusters", "paired_interval",
-           "sign_errors", "sign_error_summary", "conditional_mi", "statistic", "pstar_rank_differences",
-           "seed_sweep", "verdict", "SweepResult", "margin_gap_bound", "plot_bounds_vs_gap", "verdict_rows"]
+           "sign_errors", "environment_pairs", "sign_error_summary", "conditional_mi", "statistic",
+           "pstar_rank_differences", "seed_sweep", "verdict", "SweepResult", "margin_gap_bound",
+           "plot_bounds_vs_gap", "verdict_rows"]
 
 #: The axes of the factorial grid (config keys), each at two levels; ``n_train`` varies in the family.
 AXES = ("L", "N", "lr", "weight_decay", "label_noise", "teacher_rank")
@@ -269,7 +270,14 @@ def sign_errors(rows, m, target: str = "gap_error", axes=AXES + ("n_train",)) ->
     """
     m = np.asarray(m, dtype=float)
     g = np.array([r[target] for r in rows])
-    out = []
+    return [(h, float(np.mean([0.5 * (1 - np.sign(m[j] - m[i]) * np.sign(g[j] - g[i])) for i, j in pairs])))
+            for h, pairs in environment_pairs(rows, axes)]
+
+
+def environment_pairs(rows, axes=AXES + ("n_train",)):
+    """Every environment of ``rows`` (Chapter 9) as ``(axis h, ((i, j), …))``: for two levels of ``h`` with
+    every other axis equal, the row indices of the models of each seed that trained both, ``i`` at the lower
+    level. The order is :func:`sign_errors`'s (axes, then first-seen configurations, then level pairs)."""
     for h in axes:
         others = [k for k in axes if k != h]
         envs = {}
@@ -281,12 +289,9 @@ def sign_errors(rows, m, target: str = "gap_error", axes=AXES + ("n_train",)) ->
             for a in range(len(vals)):
                 for b in range(a + 1, len(vals)):
                     A, B = levels[vals[a]], levels[vals[b]]
-                    seeds = sorted(set(A) & set(B))
-                    if not seeds:
-                        continue
-                    e = [0.5 * (1 - np.sign(m[B[s]] - m[A[s]]) * np.sign(g[B[s]] - g[A[s]])) for s in seeds]
-                    out.append((h, float(np.mean(e))))
-    return out
+                    pairs = tuple((A[s], B[s]) for s in sorted(set(A) & set(B)))
+                    if pairs:
+                        yield h, pairs
 
 
 def sign_error_summary(errors) -> dict:
