@@ -114,6 +114,53 @@ def test_a_signal_cancels_the_units_not_started_and_ends_the_workers(slow_dir, t
     assert not out.exists()  # nothing half-written
 
 
+def _stopped_while_waiting(poll=True, gate_s=10.0):
+    """SIGTERM sent to this process 0.3 s into ``parallel._finished`` (under the CLI's handlers) while
+    the one unit waits on a gate for ``gate_s`` s: ``(the Stopped raised, seconds to it)``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import bounds_lib.analysis.parallel as PAR
+    from bounds_lib.cli import signals
+    from bounds_lib.core import interrupts
+
+    gate = threading.Event()
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+    with ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(gate.wait, gate_s)
+        t = time.monotonic()
+        try:
+            with signals._stop_signals_raise():
+                timer.start()
+                with interrupts.signals_held():
+                    for _ in (PAR._finished([fut]) if poll else [fut.result()]):
+                        pass
+        except interrupts.Stopped as exc:
+            return exc, time.monotonic() - t
+        finally:
+            gate.set()
+            timer.cancel()
+    raise AssertionError("no Stopped raised")
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="handlers need the main thread")
+def test_a_signal_is_raised_between_two_waits_never_inside_the_executor():
+    """The CI failure this guards against (a run that printed "stopped by SIGHUP" and never exited): the
+    handler raised inside the executor's locks. Held, the signal is raised by ``raise_pending`` in
+    ``_finished`` within a poll step, with no frame of ``threading`` or ``concurrent.futures`` below it."""
+    import traceback
+
+    exc, took = _stopped_while_waiting()
+    assert exc.signum == signal.SIGTERM
+    frames = traceback.extract_tb(exc.__traceback__)
+    assert [f.name for f in frames[-2:]] == ["_finished", "raise_pending"], frames
+    assert not any(("concurrent" + os.sep + "futures") in f.filename or f.filename.endswith("threading.py")
+                   for f in frames), frames
+    assert took < 3, f"stopped {took:.1f} s after the signal (the poll step is 0.2 s)"
+    # without the checkpoints in the wait the held signal waits for the unit: the check can fail
+    exc, took = _stopped_while_waiting(poll=False, gate_s=1.5)
+    assert took >= 1.4 and traceback.extract_tb(exc.__traceback__)[-1].name == "raise_pending"
+
+
 @needs_two
 def test_a_sigkilled_parent_leaves_no_live_worker(slow_dir, tmp_path):
     log = tmp_path / "units.jsonl"

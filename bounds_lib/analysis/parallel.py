@@ -14,7 +14,9 @@ BLAS threads: a worker uses the caller's):
   size is chosen by cores *and* memory (:func:`bounds_lib.analysis.pool.choose_workers`). With ``jobs=0``
   the pool is used only when :func:`bounds_lib.analysis.pool.plan_pool` estimates that it finishes sooner
   than this process alone. How it was chosen is recorded in ``ModelSpectra.meta["parallel"]``. The
-  pool stops when told (:func:`bounds_lib.analysis.pool.process_pool`);
+  pool stops when told (:func:`bounds_lib.analysis.pool.process_pool`); a stopping signal is held while
+  the pool is made and fed, and raised between two waits (``_finished``), never inside the
+  executor's own locks;
 * **threads** (the same ``jobs``, when the weights are in memory — a state dict or a module cannot be
   reopened by a process — or a :class:`~bounds_lib.analysis.cache.SpectraCache` is given, which lives in
   this process);
@@ -36,12 +38,13 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import numpy as np
 
 from ..checkpoints import ArchitectureSpec, TensorSource
+from ..core.interrupts import raise_pending, signals_held
 from ..core.validation import check_scalar
 from .cluster import SCHEDULER_TIMEOUT_S, dask_results, dask_session
 from .kernel import _CHUNK_BYTES, MB
@@ -175,25 +178,44 @@ def _workers(run: _Run, jobs: int, cache) -> tuple:
     return k, why
 
 
+#: Seconds between two checks for a stopping signal while the units run (:func:`_finished`).
+_POLL_S = 0.2
+
+
+def _finished(futures):
+    """The futures as they finish, waiting in steps of :data:`_POLL_S` s; a stopping signal that came
+    meanwhile is raised between two steps. Called inside
+    :func:`~bounds_lib.core.interrupts.signals_held`, so the signal never lands inside the executor's
+    locks or a ``submit`` (there it could leave a lock held that the executor's own thread then waits for
+    at exit: the process printed that it stopped and never ended)."""
+    pending = set(futures)
+    while pending:
+        raise_pending()
+        done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+        raise_pending()
+        yield from done
+
+
 def _in_threads(run: _Run, k: int, cache):
-    pool = ThreadPoolExecutor(max_workers=k)
-    try:
-        futures = {pool.submit(run_unit, run.tasks[i], run.source, cache): i for i in run.todo}
-        for fut in as_completed(futures):
-            run.finished(futures[fut], fut.result())
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)  # the running units end with their SVD
-        raise
-    pool.shutdown(wait=True)
+    with signals_held():
+        pool = ThreadPoolExecutor(max_workers=k)
+        try:
+            futures = {pool.submit(run_unit, run.tasks[i], run.source, cache): i for i in run.todo}
+            for fut in _finished(futures):
+                run.finished(futures[fut], fut.result())
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # the running units end with their SVD
+            raise
+        pool.shutdown(wait=True)
 
 
 def _in_processes(run: _Run, k: int):
     """The units in ``k`` spawned workers; their measured start-up is recorded for the next choice."""
     starts = []
     t_pool = time.time()
-    with process_pool(k) as pool:  # a worker that dies: ClusterError
+    with signals_held(), process_pool(k) as pool:  # a worker that dies: ClusterError
         futures = {pool.submit(run_unit, run.tasks[i]): i for i in run.todo}
-        for fut in as_completed(futures):
+        for fut in _finished(futures):
             res = fut.result()
             if res.get("first_task_started") is not None:
                 starts.append(res["first_task_started"] - t_pool)

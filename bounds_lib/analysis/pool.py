@@ -313,6 +313,9 @@ def _stop_pool(pool, grace: float = 3.0):
     """Cancel every task not started, end the workers now (SIGTERM, SIGKILL after ``grace`` s) and return."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
+    calls = getattr(pool, "_call_queue", None)
+    if calls is not None:  # its feeder thread, blocked on a pipe no worker reads, must not hold the exit
+        calls.cancel_join_thread()
     for p in procs:
         if p.is_alive():
             p.terminate()

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..core.interrupts import signals_held
 from .errors import _UserError, printable
-from .signals import _signals_held
 
 #: The output name that means standard output (``--json -``), as command-line tools read it.
 STDOUT = "-"
@@ -137,12 +137,12 @@ class OutputSet:
             missing.append(f)
             f = f.parent
         for d in reversed(missing):
-            with _signals_held():  # made and recorded together: a signal cannot leave it unrecorded
+            with signals_held():  # made and recorded together: a signal cannot leave it unrecorded
                 d.mkdir()
                 self._dirs.append(d)
 
     def _tmp_for(self, dest: Path) -> Path:
-        with _signals_held():  # created and recorded together (a stray .tmp otherwise)
+        with signals_held():  # created and recorded together (a stray .tmp otherwise)
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
             os.close(fd)
             self._staged.append((Path(tmp), dest))
@@ -199,7 +199,7 @@ class OutputSet:
         locks = _FolderLocks([dest.parent for _, dest in self._staged], self._lock_wait_s)
         try:
             self._write_streams()
-            with _signals_held():
+            with signals_held():
                 try:
                     for tmp, dest in self._staged:
                         if dest.exists():
@@ -230,7 +230,7 @@ class OutputSet:
         """Remove everything this run created and restore replaced files (nothing once written)."""
         if self.state == "written":
             return
-        with _signals_held():
+        with signals_held():
             self._rollback()
 
     def _rollback(self):

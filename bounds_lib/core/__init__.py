@@ -4,5 +4,6 @@
   ValueError for a wrong value);
 * :mod:`bounds_lib.core.logspace` — the log-space sum of the bounds;
 * :mod:`bounds_lib.core.style` — the book's figure style (``book.mplstyle``);
-* ``bounds_lib.core.glue`` — ``glue`` that also works in plain Jupyter.
+* ``bounds_lib.core.glue`` — ``glue`` that also works in plain Jupyter;
+* :mod:`bounds_lib.core.interrupts` — stopping signals held off and raised where no lock is held.
 """
