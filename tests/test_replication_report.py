@@ -81,3 +81,47 @@ def test_one_stored_power_entry_recomputes_exactly(rows):
                        n_boot=stored["n_boot"], tau_base=p["tau_base"], noise_corr=p["noise_corr"],
                        icc=max(p["icc"], 0.0), top=RR.teacher_clusters(sub))
     assert pr.power[0] == p["power"][k]
+
+
+# ----------------------------------------------------------------------------- exclusion sensitivity
+
+
+@pytest.fixture(scope="module")
+def budget():
+    return R.load_results("replication_6000")
+
+
+def test_sensitivity_sets_follow_the_amendment(budget):
+    raw = R.load_results("replication")["rows"]
+    sets = RR.sensitivity_sets(raw, budget)
+    ok, out = ST.with_axes(raw)
+    arm = lambda r: r["config"].get("label_noise") == 0.05  # noqa: E731  (the arm the budget file selects)
+    # (a): every model but the excluded ones without a positive margin
+    assert len(sets["a"]) + sets["a_no_margin"] == len(raw)
+    assert sets["a_no_margin"] == sum(r["study"]["margin"] <= 0 for r in out) > 0
+    assert all(r["study"]["margin"] > 0 for r in sets["a"])
+    # (b): the analysed models outside the arm, and the arm as trained for the larger budget
+    reached = [r for r in budget["rows"] if r["reached_target"]]
+    assert sets["arm"] == sum(arm(r) for r in raw) == len(budget["rows"])
+    assert len(sets["b"]) == sum(not arm(r) for r in ok) + len(reached)
+    assert {r["steps_taken"] for r in sets["b"] if arm(r)} == {r["steps_taken"] for r in reached}
+    assert max(r["steps_taken"] for r in sets["b"] if arm(r)) > 3000  # models that needed the larger budget
+
+
+def test_sensitivity_sets_refuse_a_budget_without_its_arm(budget):
+    raw = R.load_results("replication")["rows"]
+    with pytest.raises(ValueError, match="name no arm"):
+        RR.sensitivity_sets(raw, {**budget, "metadata": {**budget["metadata"], "select": {}}})
+    with pytest.raises(ValueError, match="has no row in the budget results"):
+        RR.sensitivity_sets(raw, {**budget, "rows": budget["rows"][1:]})
+
+
+def test_a_stored_sensitivity_entry_recomputes_exactly(budget):
+    stored = RR.load_report()["sensitivity"]
+    sets = RR.sensitivity_sets(R.load_results("replication")["rows"], budget)
+    h = ST.HYPOTHESES[0]
+    for k in ("a", "b"):
+        assert stored[k]["n_models"] == len(sets[k])
+        sw = RR.hypothesis_sweep(h, sets[k], RR.weights(sets[k], (0,), 1000), (0,), 1000)
+        iv = sw.intervals[0]
+        assert [iv.value, iv.lo, iv.hi] == stored[k]["claims"][h.id]["intervals"][0]

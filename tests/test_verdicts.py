@@ -152,6 +152,17 @@ def test_amended_line_of_a_tied_statistic_is_borderline():
     assert line[-2:] == ("supported", "borderline") and "p = 0.180" in line[4]
 
 
+def test_a_tiny_exact_p_value_prints_as_a_bound_not_as_zero():
+    ivs = tuple(S.Interval(0.3, 0.2, 0.4, 1000) for _ in range(10))
+    c = V.Claim("X", "text", ST.SweepResult(ivs, "+"), "sign_error", None,
+                (("sign", 3e-9, "+"), ("Wilcoxon", 0.0012, "+")))
+    line = V.amended_line(c)
+    assert line[4] == "sign p < 0.001; Wilcoxon p = 0.001" and "0.000" not in line[4]
+    for bad in (-0.01, 1.2, float("nan")):
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            V.p_text(bad)
+
+
 # ----------------------------------------------------------------------------- power
 
 

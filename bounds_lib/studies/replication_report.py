@@ -13,6 +13,9 @@ configuration. This module applies :mod:`bounds_lib.studies.verdicts`' machinery
   one axis, matched by seed *and* teacher draw), :func:`sign_error_report` with the seed-spread filter;
 * **the hypotheses** — :func:`hypothesis_sweep` (a statistic under every bootstrap seed),
   :func:`pstar_pairs` and :func:`pstar_cluster_sweep` (the teacher draw as the cluster);
+* **the exclusion rule's sensitivity** — :func:`sensitivity_sets` and :func:`sensitivity`: every
+  confirmatory statistic again (a) with the excluded models kept at their 3000-step state and (b) with
+  the noisy arm retrained for 6000 steps (amendment 1, section 6);
 * **power at this grid's size** — :func:`replication_power`, the simulation of
   :func:`bounds_lib.studies.verdicts.power_curve` on the replication's design with the nuisance
   parameters recorded from the committed grid, stored as ``study_power_replication.json``
@@ -34,7 +37,8 @@ from .replication import teacher_clusters
 __all__ = ["HYPERS", "FIXED", "REPLICATION_TESTS", "POWER_DELTAS", "weights", "rank_intervals", "environments",
            "sign_error_report", "hypothesis_sweep", "pstar_pairs", "pstar_cluster_sweep",
            "replication_power", "load_replication_power", "RANKED", "WITHIN", "DIGITS", "DIGITS_HYPERS",
-           "claims_sweeps", "ranking", "within_levels", "digits_ranking", "confirmatory_report",
+           "claims_sweeps", "ranking", "within_levels", "digits_ranking", "sensitivity_sets", "sensitivity",
+           "confirmatory_report",
            "load_report", "interval"]
 
 #: The axes the replication varies. Learning rate and weight decay are held at their base values, and a
@@ -271,17 +275,74 @@ def digits_ranking(rows, names=DIGITS, n_boot: int = 1000) -> dict:
     return out
 
 
-def confirmatory_report(rows, digits_rows, n_boot: int = 1000, n_perm: int = 1000) -> dict:
+def sensitivity_sets(replication_rows, budget: dict) -> dict:
+    """The rows of the exclusion rule's two sensitivity analyses (amendment 1, section 6), in the
+    replication's order.
+
+    ``replication_rows``: every model of the replication, excluded ones included; ``budget``: the results
+    of the noisy arm trained with the larger step budget (``load_results("replication_6000")``: its
+    ``metadata["select"]`` names the arm, its rows the arm's models, matched by configuration apart from
+    the step budget).
+
+    * ``"a"`` — every model, the excluded ones at their state when the budget ran out, except those whose
+      training margin is not positive (``"a_no_margin"`` of them: they do not separate their training
+      set, and the margin-normalised bounds γ⁻¹… are undefined there — a deviation from the amendment,
+      which did not foresee it);
+    * ``"b"`` — the analysed models outside the arm, and the arm's models that reached the common loss
+      within the larger budget (``"arm_reached"`` of ``"arm"``).
+
+    A model of the arm missing from ``budget`` is an error (the analysis (b) needs the whole arm).
+    """
+    full = [{**r, "config": {**ST._CONFIG_DEFAULTS, **r["config"]}} for r in replication_rows]
+    select = budget["metadata"].get("select") or {}
+    if not select:
+        raise ValueError("the budget results name no arm (metadata['select'] is empty)")
+    in_arm = lambda r: all(r["config"].get(k) in v for k, v in select.items())  # noqa: E731
+    same = lambda c: C._config_key({a: v for a, v in c.items() if a != "steps"})  # noqa: E731  (the budget differs)
+    longer = {same(r["config"]): r for r in budget["rows"]}
+    b, arm = [], 0
+    for r in full:
+        if not in_arm(r):
+            b += [r] if r.get("reached_target") else []
+            continue
+        arm += 1
+        k = same(r["config"])
+        if k not in longer:
+            raise ValueError(f"the arm's model {r['config']} has no row in the budget results")
+        if longer[k].get("reached_target"):
+            b.append({**longer[k], "config": {**ST._CONFIG_DEFAULTS, **longer[k]["config"]}})
+    a = [r for r in full if r.get("reached_target") or r["study"]["margin"] > 0]
+    return {"a": a, "a_no_margin": len(full) - len(a), "b": b, "arm": arm,
+            "arm_reached": sum(bool(r.get("reached_target")) for r in budget["rows"])}
+
+
+def sensitivity(replication_rows, budget: dict, seeds=(0,), n_boot: int = 1000) -> dict:
+    """Every confirmatory statistic (:func:`claims_sweeps`) on the two sensitivity sets of
+    :func:`sensitivity_sets`, under bootstrap ``seeds`` (the stored report: seed 0). JSON-ready."""
+    sets = sensitivity_sets(replication_rows, budget)
+    out = {k: sets[k] for k in ("a_no_margin", "arm", "arm_reached")}
+    for k in ("a", "b"):
+        out[k] = {"n_models": len(sets[k]), "claims": claims_sweeps(sets[k], seeds, n_boot)}
+    return out
+
+
+def confirmatory_report(rows, digits_rows, n_boot: int = 1000, n_perm: int = 1000, all_rows=None,
+                        budget=None) -> dict:
     """Chapter 9's confirmatory tables in one JSON-ready dict (stored as ``study_replication_report.json``).
 
-    ``rows``: the replication's analysed rows; ``digits_rows``: the digits models' analysed rows. Every
+    ``rows``: the replication's analysed rows; ``digits_rows``: the digits models' analysed rows;
+    ``all_rows`` (every model, excluded ones included) with ``budget`` (the noisy arm at the larger step
+    budget) add the exclusion rule's sensitivity (:func:`sensitivity`, bootstrap seed 0). Every
     entry is recomputable alone with the same arguments (bootstrap seeds 0–9 for the sweeps, 0 for the
     tables; permutation seeds ``0 … n_perm − 1``).
     """
-    return {"n_boot": n_boot, "n_perm": n_perm, "sweeps": claims_sweeps(rows, n_boot=n_boot),
-            "ranking": ranking(rows, n_boot=n_boot, n_perm=n_perm),
-            "within": within_levels(rows, n_boot=n_boot, n_perm=n_perm),
-            "digits": digits_ranking(digits_rows, n_boot=n_boot)}
+    out = {"n_boot": n_boot, "n_perm": n_perm, "sweeps": claims_sweeps(rows, n_boot=n_boot),
+           "ranking": ranking(rows, n_boot=n_boot, n_perm=n_perm),
+           "within": within_levels(rows, n_boot=n_boot, n_perm=n_perm),
+           "digits": digits_ranking(digits_rows, n_boot=n_boot)}
+    if all_rows is not None and budget is not None:
+        out["sensitivity"] = sensitivity(all_rows, budget, n_boot=n_boot)
+    return out
 
 
 def load_report() -> dict:

@@ -41,7 +41,7 @@ __all__ = ["CONTROLS", "BASELINE_LABELS", "DELTA_OF_INTEREST", "POWER_DELTAS", "
            "ControlCheck", "manipulation_check", "shared_weights", "sweep", "power_nuisance", "power_curve",
            "committed_power", "load_power", "amended_verdict", "SignErrors",
            "sign_error_report", "cmi_floor", "interval_cell", "markdown_table", "plot_sign_error_cdf",
-           "sign_error_sweep", "Claim", "amended_line"]
+           "sign_error_sweep", "Claim", "p_text", "amended_line"]
 
 #: The controls of Chapter 9's tables, two exact held-out estimates (ceiling) and a shuffled μ_ours (floor).
 CONTROLS = {"control:4096": "positive control, m = 4096", "control:128": "positive control, m = 128",
@@ -463,6 +463,17 @@ class Claim:
     preregistered: str | None = None
 
 
+def p_text(p: float) -> str:
+    """A p-value for a table: ``p = 0.180`` with three decimals, ``p < 0.001`` below that (never ``0.000``).
+
+    >>> p_text(0.18), p_text(0.0004), p_text(0.001)
+    ('p = 0.180', 'p < 0.001', 'p = 0.001')
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a p-value is in [0, 1], got {p!r}")
+    return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
+
+
 def amended_line(c: Claim) -> tuple:
     """``(id, text, estimate [interval] at seed 0, seeds with the claimed sign, exact tests, d80,
     pre-registered verdict, amendment 1's verdict)``, cells of Chapter 9's verdict table.
@@ -476,7 +487,7 @@ def amended_line(c: Claim) -> tuple:
     exact = [(p, s) for _, p, s in c.exact] or None
     v = amended_verdict([iv.sign for iv in sw.intervals], claimed_end, sw.claimed, DELTA_OF_INTEREST[c.kind],
                         c.d80, exact)
-    tests = "; ".join(f"{n} p = {p:.3f}" for n, p, _ in c.exact) or "—"
+    tests = "; ".join(f"{n} {p_text(p)}" for n, p, _ in c.exact) or "—"
     power = "not simulated" if c.d80 is None else (f"{c.d80:.2f}" if np.isfinite(c.d80) else "> 0.50")
     return (c.id, c.text, S.format_interval(sw.intervals[0], d), f"{sw.n_claimed} of {len(sw.intervals)}", tests,
             power, c.preregistered or "exploratory", v)
