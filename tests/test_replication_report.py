@@ -125,3 +125,19 @@ def test_a_stored_sensitivity_entry_recomputes_exactly(budget):
         sw = RR.hypothesis_sweep(h, sets[k], RR.weights(sets[k], (0,), 1000), (0,), 1000)
         iv = sw.intervals[0]
         assert [iv.value, iv.lo, iv.hi] == stored[k]["claims"][h.id]["intervals"][0]
+
+
+def test_the_stored_confound_tables_recompute(rows):
+    stored = RR.load_report()["confound"]
+    axes = RR.HYPERS + RR.FIXED
+    vs = C.gap_variance_by_axis(rows, axes=axes)
+    assert stored["shares"] == dict(vs.shares) and stored["residual"] == vs.residual
+    v = V.measure_values(rows, "B_ours")
+    k1, best, _ = ST.conditional_mi(rows, v, axes=axes, k=1)
+    assert stored["cmi"]["B_ours"] == [ST.conditional_mi(rows, v, axes=axes, k=0)[0], k1, list(best)]
+    # the floor is the central 95 % of 1000 permuted 𝒦₁: 40 of them recomputed, most inside it
+    lo, hi = stored["cmi_floor"]
+    perm = [ST.conditional_mi(rows, C.shuffled_control(v, s), axes=axes, k=1)[0] for s in range(40)]
+    inside = np.mean([lo <= p <= hi for p in perm])
+    assert inside >= 0.8, inside
+    assert k1 > 10 * hi  # μ_ours's 𝒦₁ is far above the floor (the page's reading)

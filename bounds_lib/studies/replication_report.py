@@ -13,6 +13,8 @@ configuration. This module applies :mod:`bounds_lib.studies.verdicts`' machinery
   one axis, matched by seed *and* teacher draw), :func:`sign_error_report` with the seed-spread filter;
 * **the hypotheses** — :func:`hypothesis_sweep` (a statistic under every bootstrap seed),
   :func:`pstar_pairs` and :func:`pstar_cluster_sweep` (the teacher draw as the cluster);
+* **the confound tables** — :func:`confound_tables`: the gap's variance per axis and the conditional
+  mutual information with its permutation floor;
 * **the exclusion rule's sensitivity** — :func:`sensitivity_sets` and :func:`sensitivity`: every
   confirmatory statistic again (a) with the excluded models kept at their 3000-step state and (b) with
   the noisy arm retrained for 6000 steps (amendment 1, section 6);
@@ -37,9 +39,8 @@ from .replication import teacher_clusters
 __all__ = ["HYPERS", "FIXED", "REPLICATION_TESTS", "POWER_DELTAS", "weights", "rank_intervals", "environments",
            "sign_error_report", "hypothesis_sweep", "pstar_pairs", "pstar_cluster_sweep",
            "replication_power", "load_replication_power", "RANKED", "WITHIN", "DIGITS", "DIGITS_HYPERS",
-           "claims_sweeps", "ranking", "within_levels", "digits_ranking", "sensitivity_sets", "sensitivity",
-           "confirmatory_report",
-           "load_report", "interval"]
+           "claims_sweeps", "ranking", "within_levels", "digits_ranking", "confound_tables", "sensitivity_sets",
+           "sensitivity", "confirmatory_report", "load_report", "interval"]
 
 #: The axes the replication varies. Learning rate and weight decay are held at their base values, and a
 #: group "varying" an axis held fixed would hold only the seeds of one configuration.
@@ -275,6 +276,28 @@ def digits_ranking(rows, names=DIGITS, n_boot: int = 1000) -> dict:
     return out
 
 
+def confound_tables(rows, names=RANKED, n_perm: int = 1000) -> dict:
+    """The confound tables of the committed grid, on the replication (amendment 1, sections 2.1 and 2.3).
+
+    ``shares``, ``marginal``, ``residual``: the gap's variance per axis
+    (:func:`bounds_lib.studies.controls.gap_variance_by_axis`, the teacher draw an axis of three levels);
+    ``cmi``: ``{measure: [𝒦₀, 𝒦₁, minimising axes]}`` (:func:`bounds_lib.studies.study.conditional_mi`
+    over the same axes); ``cmi_floor``: the range of 𝒦₁ over ``n_perm`` permutations of μ_ours (seeds
+    ``0 … n_perm − 1``). JSON-ready.
+    """
+    axes = HYPERS + FIXED
+    vs = C.gap_variance_by_axis(rows, axes=axes)
+    out = {"shares": dict(vs.shares), "marginal": dict(vs.marginal), "residual": vs.residual, "cmi": {}}
+    for k in names:
+        v = V.measure_values(rows, k)
+        k1, best, _ = ST.conditional_mi(rows, v, axes=axes, k=1)
+        out["cmi"][k] = [ST.conditional_mi(rows, v, axes=axes, k=0)[0], k1, list(best)]
+    ours = V.measure_values(rows, "B_ours")
+    out["cmi_floor"] = list(V.permutation_range(
+        [ST.conditional_mi(rows, C.shuffled_control(ours, s), axes=axes, k=1)[0] for s in range(n_perm)]))
+    return out
+
+
 def sensitivity_sets(replication_rows, budget: dict) -> dict:
     """The rows of the exclusion rule's two sensitivity analyses (amendment 1, section 6), in the
     replication's order.
@@ -340,6 +363,7 @@ def confirmatory_report(rows, digits_rows, n_boot: int = 1000, n_perm: int = 100
            "ranking": ranking(rows, n_boot=n_boot, n_perm=n_perm),
            "within": within_levels(rows, n_boot=n_boot, n_perm=n_perm),
            "digits": digits_ranking(digits_rows, n_boot=n_boot)}
+    out["confound"] = confound_tables(rows, n_perm=n_perm)
     if all_rows is not None and budget is not None:
         out["sensitivity"] = sensitivity(all_rows, budget, n_boot=n_boot)
     return out
