@@ -264,6 +264,39 @@ def test_power_simulation_refuses_bad_input(kw):
         C.detectable_delta_tau(**args)
 
 
+def _psi_design(seeds=3):
+    return [{"config": {"L": L, "N": N, "n_train": n, "seed": s}, "gap_error": 0.0}
+            for L in (1, 2) for N in (16, 32) for n in (64, 128) for s in range(seeds)]
+
+
+def test_psi_power_detects_a_large_planted_tau_and_not_a_zero_one():
+    rows = _psi_design()
+    p = C.detectable_psi(rows, ("L", "N", "n_train"), deltas=(0.0, 0.7), icc=0.3, n_sim=20, n_boot=100, seed=2)
+    assert p.power[1] >= 0.8 and p.power[0] <= 0.2 and p.detectable == 0.7
+    # with no planted effect the same grid detects nothing at 0.7's rate: the check can fail
+    assert p.power[0] < p.power[1] - 0.5
+
+
+def test_psi_power_plants_the_tau_in_every_group():
+    """The simulated Ψ has expectation Δ: the mean over many grids of the point Ψ is near the planted τ."""
+    import bounds_lib.studies.stats as S
+
+    rows, rng = _psi_design(seeds=4), np.random.default_rng(0)
+    labels = ST.clusters(rows)
+    vals = []
+    for _ in range(60):
+        g, a, _ = C._simulate(labels, math.sin(math.pi * 0.4 / 2), 0.0, 0.0, 0.5, rng)
+        sim = [{**r, "gap_error": float(x), "m": float(y)} for r, x, y in zip(rows, g, a)]
+        vals.append(S.granulated_kendall(sim, lambda r: r["m"], hypers=("L", "N", "n_train"))["Psi"])
+    assert np.mean(vals) == pytest.approx(0.4, abs=0.05)
+
+
+@pytest.mark.parametrize("kw", [dict(deltas=(1.0,)), dict(power=0.0), dict(n_sim=0), dict(icc=1.0)])
+def test_psi_power_refuses_bad_input(kw):
+    with pytest.raises((ValueError, TypeError)):
+        C.detectable_psi(_psi_design(), ("L", "N"), **{"n_sim": 1, "n_boot": 5, **kw})
+
+
 # ----------------------------------------------------------------------------- exact tests
 
 

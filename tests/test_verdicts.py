@@ -206,3 +206,23 @@ def test_sign_error_cdf_figure_has_a_panel_per_measure():
     fig = V.plot_sign_error_cdf({"a": [0, 0.5, 1], "b": [0, 0], "c": [1.0]}, [0.5, 0.5], [0.0])
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(visible) == 3 and [ax.get_title() for ax in visible] == ["a", "b", "c"]
+
+
+def test_the_stored_psi_power_of_h6_recomputes_and_reads_off_its_curve():
+    """H6's power (Ψ > 0), stored beside the τ tests' in both power tables: the false-positive rate at
+    most 5 %, d80 read off the curve, and one entry of the replication's recomputed alone."""
+    from bounds_lib.studies import replication_report as RR
+    from bounds_lib.studies.replication import teacher_clusters
+
+    committed, rep = V.load_power(), RR.load_replication_power()
+    for table in (committed, rep):
+        p = table["psi"]
+        assert p["power"][0] <= 0.05 and len(p["power"]) == len(table["deltas"])
+        ok = [d for d, x in zip(table["deltas"], p["power"]) if x >= 0.8]
+        assert p["d80"] == (min(ok) if ok else None)
+        assert p["icc"] == committed["tests"]["tau"]["icc"]
+    rows, _ = ST.with_axes(R.load_results("replication")["rows"])
+    k = rep["deltas"].index(0.2)
+    again = C.detectable_psi(rows, RR.HYPERS, RR.FIXED, deltas=(0.2,), seed=rep["seed"] + k, n_sim=rep["n_sim"],
+                             n_boot=rep["n_boot"], icc=rep["psi"]["icc"], top=teacher_clusters(rows))
+    assert again.power[0] == rep["psi"]["power"][k]

@@ -35,7 +35,8 @@ from . import study as ST
 __all__ = ["BASELINES", "EXACT_WILCOXON_MAX", "positive_control", "shuffled_control", "baseline_measure",
            "VarianceShares", "gap_variance_by_axis", "LevelStat", "within_level_tau", "Environment",
            "environments", "seed_spread", "FilterResult", "seed_spread_filter", "sign_errors_by_axis",
-           "sign_error_distribution", "PowerResult", "detectable_delta_tau", "sign_test", "exact_paired_tests"]
+           "sign_error_distribution", "PowerResult", "detectable_delta_tau", "detectable_psi", "sign_test",
+           "exact_paired_tests"]
 
 #: Baseline measures of :func:`baseline_measure` besides the ``"axis:KEY"`` indicators.
 BASELINES = {"sum_frobenius": "log10 Σ‖W‖_F", "prod_spectral": "log10 Π‖W‖₂",
@@ -485,6 +486,39 @@ def detectable_delta_tau(design, power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3,
             W = S.bootstrap_weights(labels, n_boot=n_boot, seed=int(rng.integers(2 ** 31)), top=top)
             iv = ST.paired_interval(a, b, g, W, level) if paired else S.kendall_interval(a, g, W, level)
             hits += iv.lo > 0
+        out.append(hits / n_sim)
+    return PowerResult(tuple(d.tolist()), tuple(out), power, n_sim)
+
+
+def detectable_psi(rows, hypers, fixed=(), power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3), icc: float = 0.5,
+                   n_sim: int = 50, n_boot: int = 200, level: float = S.LEVEL, seed: int = 0, top=None) -> PowerResult:
+    """The power of the one-sample test ``Ψ > 0`` (Chapter 9's H6) against a planted ``τ = Δ``.
+
+    As :func:`detectable_delta_tau` with one measure: per simulated grid, a gap and a measure from a
+    Gaussian copula with ``ρ = sin(πΔ/2)`` and a share ``icc`` common to a configuration's seeds; the
+    gap replaces ``gap_error`` in ``rows``, whose configurations make Ψ's groups (``hypers``, ``fixed``)
+    and the bootstrap clusters. Every pair of models has Kendall τ equal to Δ, so every group's τ, every
+    ``ψ_h`` and Ψ have expectation Δ. Detection: the granulated bootstrap interval
+    (:func:`bounds_lib.studies.stats.granulated_intervals`, ``n_boot`` resamples, one seed) above 0.
+    """
+    rows = _rows(rows, "rows")
+    labels = _design(rows)
+    power = check_scalar(power, "power", float, min_val=0, max_val=1, include_boundaries="neither")
+    icc = check_scalar(icc, "icc (share of variance common to a configuration)", float, min_val=0, max_val=1,
+                       include_boundaries="left")
+    n_sim = check_scalar(n_sim, "n_sim (number of simulated grids)", int, min_val=1)
+    rng = np.random.default_rng(check_scalar(seed, "seed", int, min_val=0))
+    d = check_array(deltas, "deltas (planted effects)", allow_empty=False)
+    if d.ndim != 1 or np.any(np.abs(d) >= 1):
+        raise ValueError(f"deltas must be a list with |delta| < 1, got {d.tolist()}")
+    out = []
+    for delta in d:
+        rho, hits = math.sin(math.pi * delta / 2), 0
+        for _ in range(n_sim):
+            g, a, _ = _simulate(labels, rho, 0.0, 0.0, icc, rng)
+            sim = [{**r, "gap_error": float(x)} for r, x in zip(rows, g)]
+            W = S.bootstrap_weights(labels, n_boot=n_boot, seed=int(rng.integers(2 ** 31)), top=top)
+            hits += S.granulated_intervals(sim, a, W, hypers, fixed, level=level)["Psi"].lo > 0
         out.append(hits / n_sim)
     return PowerResult(tuple(d.tolist()), tuple(out), power, n_sim)
 

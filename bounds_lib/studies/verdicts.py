@@ -39,7 +39,7 @@ from . import study as ST
 __all__ = ["CONTROLS", "BASELINE_LABELS", "DELTA_OF_INTEREST", "POWER_DELTAS", "POWER_TESTS", "measure_values",
            "shuffled_within", "label", "permuted_taus", "permuted_psis", "permuted_sign_errors", "permutation_range",
            "ControlCheck", "manipulation_check", "shared_weights", "sweep", "power_nuisance", "power_curve",
-           "committed_power", "load_power", "amended_verdict", "SignErrors",
+           "psi_power_curve", "committed_power", "load_power", "amended_verdict", "SignErrors",
            "sign_error_report", "cmi_floor", "interval_cell", "markdown_table", "plot_sign_error_cdf",
            "sign_error_sweep", "Claim", "p_text", "amended_line"]
 
@@ -290,6 +290,15 @@ def power_curve(design, deltas=POWER_DELTAS, paired: bool = True, seed: int = 0,
     d = check_array(deltas, "deltas (planted effects)", allow_empty=False)
     runs = [C.detectable_delta_tau(design, deltas=(float(x),), paired=paired, seed=seed + k, **kw)
             for k, x in enumerate(d)]
+    return C.PowerResult(tuple(d.tolist()), tuple(r.power[0] for r in runs), runs[0].target, runs[0].n_sim)
+
+
+def psi_power_curve(rows, hypers, fixed=(), deltas=POWER_DELTAS, seed: int = 0, **kw) -> C.PowerResult:
+    """:func:`bounds_lib.studies.controls.detectable_psi` (the power of H6's test ``Ψ > 0``) one planted
+    effect at a time, the ``k``-th with generator seed ``seed + k`` as :func:`power_curve`. ``kw`` passes
+    ``icc``, ``n_sim``, ``n_boot``, ``top``, ``power``."""
+    d = check_array(deltas, "deltas (planted effects)", allow_empty=False)
+    runs = [C.detectable_psi(rows, hypers, fixed, deltas=(float(x),), seed=seed + k, **kw) for k, x in enumerate(d)]
     return C.PowerResult(tuple(d.tolist()), tuple(r.power[0] for r in runs), runs[0].target, runs[0].n_sim)
 
 
