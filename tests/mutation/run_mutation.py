@@ -70,6 +70,9 @@ TESTS = {
     "corrected": ["tests/test_theorem.py", "tests/test_named_mutants.py"],
     "controls": ["tests/test_controls.py"],
     "ch3_witnesses": ["tests/test_witnesses.py"],
+    # stopping signals held and raised where no lock is held (the CLI and the pool's waits)
+    "interrupts": ["tests/test_interrupts.py"],
+    "replication_report": ["tests/test_replication_report.py"],
 }
 #: Where each module name lives under ``bounds_lib/`` (the names tests/MUTATION.md and ``make mutation
 #: MODULES=...`` use). A subpackage (``checkpoints``, ``checks``) is mutated as a whole; any other dotted
@@ -85,7 +88,8 @@ PATHS = {
     "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
     "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool", "cluster": "analysis.cluster",
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
-    "ch3_witnesses": "checks.ch3_witnesses",
+    "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts",
+    "replication_report": "studies.replication_report",
 }
 
 
