@@ -11,7 +11,8 @@ Same build and browser as ``tests/test_browser.py`` (``_build/html``, or ``BOUND
 * **display equations**: at 1280 px every display equation fits its column
   (``scrollWidth ≤ clientWidth``); at 390 px every display that is wider than its box scrolls
   (``overflow-x: auto``) and shows it (class ``math-scrolls``: a visible scroll bar and a fade at the
-  edge that hides more);
+  edge that hides more), and at most two displays of a page scroll there (issue #32: the others are
+  stacked to fit 390 px);
 * **no raw TeX or MyST role** in visible text outside math and code (link texts, contents, titles,
   Markdown outputs such as tables);
 * **figures**: every image is a figure made with :func:`bounds_lib.core.style.use_book_style` (its SVG,
@@ -30,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser
+from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_book, needs_browser
 
 MIN_FONT_PT = 10.0
 # Smallest text of a figure on a 390 px phone, in CSS px (issue #19), without zooming.
@@ -261,6 +262,57 @@ def test_display_equations_show_scrolling_on_phone(open_page, page_path):
                         "scroll nor show it:\n  " + "\n  ".join(map(_describe, hidden)))
 
 
+# At most this many display equations of a page may scroll sideways on a 390 px phone (issue #32): a
+# reader scrolls one or two formulas, not every other one; the rest are stacked (aligned) to fit.
+MAX_SCROLLING_DISPLAYS = 2
+
+
+def _scrolling(displays) -> list:
+    return [d for d in displays if d["scroll"] > d["client"] + 1]
+
+
+def _phone_displays(browser, url: str) -> list:
+    """``_DISPLAYS`` of a page on an emulated phone (390 px, touch, overlay scroll bars: the full column)."""
+    ctx = _phone(browser)
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
+    try:
+        page = ctx.new_page()
+        page.goto(url, wait_until="load", timeout=30_000)
+        page.evaluate(WAIT_MATHJAX)
+        page.wait_for_timeout(150)
+        return page.evaluate(_DISPLAYS)
+    finally:
+        ctx.close()
+
+
+@needs_browser
+@each_content_page
+def test_few_display_equations_scroll_on_phone(browser, page_path):
+    wide = _scrolling(_phone_displays(browser, page_path.as_uri()))
+    assert len(wide) <= MAX_SCROLLING_DISPLAYS, (
+        f"{_ids(page_path)}: {len(wide)} display equations scroll sideways at 390 px (at most "
+        f"{MAX_SCROLLING_DISPLAYS}; stack them with aligned, as Chapter 5's theorem does):\n  "
+        + "\n  ".join(map(_describe, wide)))
+
+
+@needs_browser
+def test_scrolling_display_count_has_power(browser):
+    # a planted page in the book's own theme: three displays wider than a phone's column, one that fits
+    src = next(p for p in CONTENT_PAGES if p.parent.name == "notebooks")
+    html = src.read_text(encoding="utf-8")
+    wide = r"\mathrm{planted} = " + " + ".join(f"x_{{{i}}}^{{2}}" for i in range(30))
+    narrow = r"\mathrm{planted} = x + y"
+    planted = "".join(f'<div class="math notranslate nohighlight">\\[{tex}\\]</div>'
+                      for tex in (wide, narrow, wide, wide))
+    page = src.with_name("_planted_displays.html")
+    page.write_text(html.replace("<section", planted + "<section", 1), encoding="utf-8")
+    try:
+        found = [d for d in _phone_displays(browser, page.as_uri()) if "planted" in d["tex"]]
+    finally:
+        page.unlink()
+    assert len(found) == 4 and len(_scrolling(found)) == 3 > MAX_SCROLLING_DISPLAYS
+
+
 # --------------------------------------------------------------------------------------------
 # No raw TeX or MyST role in visible text
 # --------------------------------------------------------------------------------------------
@@ -452,3 +504,60 @@ def test_figures_readable(open_page, page_path):
                 problems.append(f"{name}: smallest text {pt:.1f} pt at 1280 px (saved {meta['BookMinFontPt']} pt, "
                                 f"shown {img['shown']:.0f} of {img['natural']} px)")
     assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)
+
+
+# --------------------------------------------------------------------------------------------
+# Icons without Font Awesome's 1.5 MB script (issue #32)
+# --------------------------------------------------------------------------------------------
+# The theme's <script src="_static/scripts/fontawesome.js"> only redrew the icons as inline SVG; the
+# theme's CSS draws them from Font Awesome's webfonts. book/_static/scripts/fontawesome.js replaces it.
+MAX_ICON_SCRIPT_BYTES = 4096
+
+
+@needs_book
+def test_pages_do_not_load_the_font_awesome_bundle():
+    script = HTML / "_static" / "scripts" / "fontawesome.js"
+    loaded = [p for p in CONTENT_PAGES if "scripts/fontawesome.js" in p.read_text(encoding="utf-8")]
+    if loaded:  # the theme still names it: what it loads must be the stand-in, not the bundle
+        size = script.stat().st_size
+        assert size <= MAX_ICON_SCRIPT_BYTES, (
+            f"{len(loaded)} pages load _static/scripts/fontawesome.js, {size} bytes (the theme's Font Awesome "
+            "bundle; book/_static/scripts/fontawesome.js should replace it)")
+
+
+_ICONS = """async () => {
+  await document.fonts.ready;
+  const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                       && getComputedStyle(e).visibility !== 'hidden'; };
+  const icons = [...document.querySelectorAll('.bd-header-article [class*="fa-"], .primary-toggle [class*="fa-"], '
+                                              + '.search-button [class*="fa-"]')].filter(shown);
+  const faces = [...document.fonts].filter(f => f.family.replace(/"/g, '').startsWith('Font Awesome'));
+  return icons.map(e => {
+    const r = e.getBoundingClientRect(), before = getComputedStyle(e, '::before');
+    const family = before.fontFamily.replace(/"/g, '');
+    const face = faces.find(f => family.startsWith(f.family.replace(/"/g, '')) && f.status === 'loaded');
+    return {cls: String(e.getAttribute('class')), w: r.width, h: r.height,
+            drawn: e.tagName.toLowerCase() === 'svg' || (before.content !== 'none' && !!face)};
+  });
+}"""
+
+
+@needs_browser
+@pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
+def test_header_icons_are_drawn(browser, page_path):
+    for phone in (False, True):
+        ctx = _phone(browser) if phone else browser.new_context(viewport={"width": 1280, "height": 900})
+        ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
+        try:
+            page = ctx.new_page()
+            page.goto(page_path.as_uri(), wait_until="load")
+            page.wait_for_timeout(300)
+            icons = page.evaluate(_ICONS)
+        finally:
+            ctx.close()
+        where = f"{_ids(page_path)} at {'390' if phone else '1280'} px"
+        names = " ".join(i["cls"] for i in icons)
+        assert "fa-bars" in names and "fa-github" in names, f"{where}: header icons missing: {names}"
+        # width only: Font Awesome's fa-lg sets line-height .05em, a glyph taller than its box
+        bad = [i for i in icons if not i["drawn"] or i["w"] < 8]
+        assert not bad, f"{where}: icons not drawn: {bad}"

@@ -66,3 +66,90 @@ def test_posthoc_frames_mark_the_grid_and_p_star():
     assert s.labels[1].endswith(f"fast {c.log_T[3] / np.log(10):.3g}")
     with pytest.raises(ValueError, match="at least one matrix"):
         I.posthoc_frames({}, N, grid)
+
+
+@pytest.fixture
+def drawn_frames(monkeypatch):
+    """The matplotlib figures behind a slider's frames, kept open (the frame functions close them)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bounds_lib.core import style
+
+    figures = []
+    real_png = style.figure_png
+
+    def keep(fig, *a, **k):
+        fig.draw_without_rendering()
+        figures.append(fig)
+        return real_png(fig, *a, **k)
+
+    monkeypatch.setattr(style, "figure_png", keep)
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)
+    with matplotlib.style.context(str(style.STYLE_FILE)):  # the book's style, as in the chapters
+        yield figures
+    monkeypatch.undo()
+    for f in figures:
+        plt.close(f)
+
+
+def _legend_boxes(fig, shared=False):
+    """Window extents of the figure's keys (``shared``: only those of the figure, not of one panel)."""
+    r = fig.canvas.get_renderer()
+    legends = list(fig.legends) + ([] if shared else [ax.get_legend() for ax in fig.axes if ax.get_legend()])
+    return [tuple(np.round(lg.get_window_extent(r).bounds, 1)) for lg in legends]
+
+
+def _chapter4_like():
+    """Four matrices as in Chapter 4's slider: two pairs whose p* = 0 stars fall on the same spot."""
+    N, L = 16, 2
+    grid = posthoc_grid(L, N)
+    # rank 4 (the rest numerically zero) and full rank; on these matplotlib's "best" key moved with p
+    low, flat = np.r_[np.ones(4), np.full(N - 4, 1e-9)], np.ones(N)
+    return {"QK": (low, 0.0), "V": (low, 0.0), "M_in": (flat, 1.0), "M_out": (flat, 1.0)}, N, grid
+
+
+def test_posthoc_key_stays_put_and_coinciding_stars_stay_visible(drawn_frames):
+    """Issue #32: Chapter 4's key jumped between frames (matplotlib's "best" place moves with p) and
+    stars at the same spot hid each other. Every frame has its key in the same place, outside the axes,
+    and a star drawn over another at the same spot is smaller than it (they nest, both visible)."""
+    mats, N, grid = _chapter4_like()
+    I.posthoc_frames(mats, N, grid, every=1)
+    assert len(drawn_frames) == grid.size
+    boxes = {tuple(_legend_boxes(f)) for f in drawn_frames}
+    assert len(boxes) == 1, f"the key moves between frames: {sorted(boxes)}"
+    fig = drawn_frames[0]
+    r = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    (key_box,) = next(iter(boxes))
+    assert key_box[1] + key_box[3] <= ax.get_window_extent(r).y0, "the key covers the axes"
+    stars = [ln for ln in ax.lines if ln.get_marker() == "*"]
+    assert len(stars) == len(mats)
+    spots = {}
+    for ln in sorted(stars, key=lambda ln: ln.get_zorder()):
+        spot = (float(ln.get_xdata()[0]), round(float(ln.get_ydata()[0]), 6))
+        spots.setdefault(spot, []).append(ln.get_markersize())
+    assert sorted(len(v) for v in spots.values()) == [2, 2]  # the case: two pairs on two spots
+    for sizes in spots.values():
+        # each star on top of another is markedly smaller: at least 1.5 times, so a rim shows
+        assert all(a >= 1.5 * b for a, b in zip(sizes, sizes[1:])), sizes
+
+
+def test_tau_split_tail_stays_visible_under_the_sum(drawn_frames):
+    """Issue #32: in Chapter 2's slider the sum (black, solid, on top) covered the tail part where the sum
+    is the tail alone. Where two curves coincide the one on top must leave the other visible: it is dashed,
+    or at least 1.5 pt thinner than the one under it."""
+    sigma = 3.0 * np.arange(1, 41, dtype=float) ** -0.5
+    I.tau_split_frames(sigma, (40, 50), [0.3, 0.6, 1.0, 2.0], eps=0.5, n_rows=1000)
+    for fig in drawn_frames:
+        ax = fig.axes[1]
+        by = {ln.get_label(): ln for ln in ax.lines}
+        tail, total = by["tail part"], by["sum"]
+        under, over = sorted((tail, total), key=lambda ln: ln.get_zorder())
+        shows = over.get_linestyle() in ("--", ":", "-.") or under.get_linewidth() >= over.get_linewidth() + 1.5
+        assert over is total and shows, "the sum hides the tail part"
+        assert tail.get_marker() not in (None, "None", "") and tail.get_color() != total.get_color()
+    # the shared key under both panels stays in place
+    assert len({tuple(_legend_boxes(f, shared=True)) for f in drawn_frames}) == 1

@@ -1,6 +1,7 @@
 """Rank statistics (Kendall's tau, the granulated psi, scaling slopes), their bootstrap intervals, the ICC and
 the sign check (bounds_lib.studies.stats, Chapters 7-8)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -173,3 +174,29 @@ def test_bootstrap_parameters_wrong_type_or_value():
         S.check_sign(0.5, "+")
     with pytest.raises(TypeError, match="n_boot"):
         S.icc_interval([1, 1.1, 2, 2.1], "aabb", n_boot=2.5)
+
+
+def test_numbers_print_the_true_minus_sign_and_never_a_negative_zero():
+    """Issue #32: an interval printed "-0.00", and Chapter 9 mixed "-0.04" with the prose's "−" (U+2212)."""
+    minus = "\u2212"
+    iv = S.Interval(-0.001, -0.0449, 0.3, 1000)
+    assert S.format_interval(iv) == "+0.00 [−0.04, +0.30]"
+    assert S.format_interval(S.Interval(-0.2, -0.3, -0.004, 1000), 2) == "−0.20 [−0.30, +0.00]"
+    assert S.format_interval(S.Interval(-0.2, -0.3, -0.004, 1000), 3) == "−0.200 [−0.300, −0.004]"
+    assert S.format_interval(S.Interval(float("nan"), 0, 0, 1000)) == "n/a"
+    # no hyphen-minus and no negative zero anywhere, at every precision
+    rng = np.random.default_rng(0)
+    for v, lo, hi in rng.uniform(-0.02, 0.02, (300, 3)):
+        text = S.format_interval(S.Interval(v, min(lo, hi), max(lo, hi), 10), int(rng.integers(1, 5)))
+        assert "-" not in text and not re.search(minus + r"0\.0+(?![0-9])", text), text
+    # the number formatter the tables and prose use
+    assert S.format_number(-0.0512) == minus + "0.05"
+    assert S.format_number(0.1234) == "0.12" and S.format_number(0.1234, plus=True) == "+0.12"
+    for digits in (1, 2, 3, 4):
+        for x in (-0.0, -4e-5, -0.4 * 10 ** -digits):
+            assert S.format_number(x, digits) == "0." + "0" * digits
+            assert S.format_number(x, digits, plus=True) == "+0." + "0" * digits
+    # a value that does not round to zero keeps its minus
+    assert S.format_number(-0.006, 2) == minus + "0.01" and S.format_number(-0.0006, 3) == minus + "0.001"
+    assert S.format_number(float("nan")) == "n/a"
+    assert (S.format_number(float("-inf")), S.format_number(float("inf"), plus=True)) == (minus + "∞", "+∞")

@@ -66,3 +66,61 @@ def test_pair_changes_are_random_minus_real_pair_by_pair():
     # the order matters: swapping the two networks of every pair flips every sign
     swapped = T.pair_changes([(b, a) for a, b in pairs], names=["B_edelman"])
     assert list(swapped) == ["B_edelman"] and np.array_equal(swapped["B_edelman"], -change["B_edelman"])
+
+
+def _forest_table(n_measures=10, stats=("overall", "L", "N", "n_train", "Psi")):
+    rng = np.random.default_rng(0)
+    names = [*T.PROXIES, "train_error", "steps_taken"][:n_measures]
+    return {k: {c: S.Interval(v, v - 0.3, v + 0.3, 100) for c, v in zip(stats, rng.uniform(-0.6, 0.6, len(stats)))}
+            for k in names}
+
+
+@pytest.mark.parametrize("n_stats", [1, 2, 3, 4, 5])
+def test_forest_plot_is_compact_with_its_key_on_top(n_stats):
+    """Issue #32: Chapter 7's forest plots were a 2+2+1 grid with an empty slot, 1.7 laptop screens tall,
+    the key below the last row. Now: every slot holds a panel, at most two per row, the key above the
+    panels, text at least 10 pt, and four statistics of ten measures fit a 1280 x 800 laptop screen
+    (the figure is shown 672 px wide there)."""
+    import matplotlib.pyplot as plt
+    import matplotlib.style
+
+    from bounds_lib.core.style import STYLE_FILE, min_font_pt, panels_per_row
+
+    stats = ("overall", "L", "N", "n_train", "Psi")[:n_stats]
+    with matplotlib.style.context(str(STYLE_FILE)):  # the book's style, as in the chapters
+        fig = T.plot_forest(_forest_table(stats=stats), [(c, c) for c in stats])
+    try:
+        fig.draw_without_rendering()
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(fig.axes) == len(panels) == n_stats  # no hidden, empty slot
+        assert all(ax.lines for ax in panels)
+        assert panels_per_row(fig) <= 2 and min_font_pt(fig) >= 10
+        r = fig.canvas.get_renderer()
+        top = max(ax.get_tightbbox(r).y1 for ax in panels)
+        (key,) = fig.legends
+        assert key.get_window_extent(r).y0 >= top - 1, "the colour key is not above the panels"
+        assert [t.get_text() for t in key.get_texts()] == ["interval above 0", "interval below 0", "contains 0"]
+        bbox = fig.get_tightbbox(r)
+        shown_px = bbox.height / bbox.width * 672
+        if n_stats <= 4:
+            assert shown_px <= 760, f"{shown_px:.0f} px tall at 1280 px"
+        # only the left column names the measures
+        for ax in panels:
+            named = any(t.get_text() for t in ax.get_yticklabels() if t.get_visible())
+            assert named == (ax.get_position().x0 < 0.3)
+    finally:
+        plt.close(fig)
+
+
+def test_wrong_sign_groups_print_as_a_count_of_groups():
+    """Issue #32: "0.81 of 26" printed a share beside a count; the table counts groups ("21 of 26")."""
+    from bounds_lib.studies.stats import Interval
+
+    tab = {"B_ours_sum": {"overall": Interval(-0.001, -0.2, 0.1, 10), "wrong_N": (21 / 26, 26),
+                          "wrong_L": (float("nan"), 0), "slope": -0.004},
+           "n_params": {"overall": Interval(0.3, 0.1, 0.5, 10), "wrong_N": (0.0, 26), "wrong_L": (1.0, 3),
+                        "slope": -0.25}}
+    text = T.markdown_table(tab, [("overall", "τ"), ("wrong_N", "N"), ("wrong_L", "L"), ("slope", "s")])
+    rows = [line.split(" | ") for line in text.splitlines()[2:]]
+    assert rows[0][1:] == ["+0.00 [−0.20, +0.10]", "21 of 26", "n/a", "+0.00 |"]
+    assert rows[1][1:] == ["+0.30 [+0.10, +0.50]", "0 of 26", "3 of 3", "−0.25 |"]

@@ -9,9 +9,8 @@ choice of configurations would give another τ. Following the hierarchical (two-
 resample draws the grid's *configurations* with replacement and, inside every drawn configuration,
 its *seeds* (models) with replacement; on a one-seed grid this is the ordinary bootstrap over models.
 With a top level above the configurations (Chapter 9's teacher draws) it has three stages
-(:func:`bootstrap_weights` with ``top``).
-A resample is a vector of integer weights on the rows (how often each model was drawn), so Kendall's
-``τ_b`` is computed with weights, in closed form and for all resamples at once:
+(:func:`bootstrap_weights` with ``top``). A resample is a vector of integer weights on the rows (how
+often each model was drawn), so Kendall's ``τ_b`` is computed with weights, in closed form, for all resamples:
 
 ``τ_b = (n_c − n_d) / √((n₀ − n_x)(n₀ − n_y))`` with, for weights ``w`` (``W = Σ w_i``),
 ``n₀ = W(W−1)/2`` pairs, ``n_c − n_d = Σ_{i<j} w_i w_j sgn(x_i−x_j) sgn(y_i−y_j)`` and
@@ -37,7 +36,7 @@ from ..core.validation import check_array, check_scalar
 __all__ = ["HYPERPARAMETERS", "kendall_tau", "granulated_kendall", "scaling_slopes",
            "Interval", "bootstrap_weights", "weighted_kendall", "kendall_interval", "granulated_intervals",
            "group_taus", "wrong_sign_share", "intraclass_correlation", "icc_interval", "check_sign",
-           "format_interval"]
+           "format_number", "format_interval"]
 
 #: Default number of bootstrap resamples.
 N_BOOT = 2000
@@ -74,8 +73,7 @@ def kendall_tau(x, y) -> float:
     Returns
     -------
     float
-        ``τ_b`` in ``[−1, 1]``; NaN when either sequence is constant or has fewer than 2 entries
-        (no pair to rank).
+        ``τ_b`` in ``[−1, 1]``; NaN when a sequence is constant or has fewer than 2 entries (no pair).
 
     Raises
     ------
@@ -235,16 +233,28 @@ class Interval:
         return format_interval(self)
 
 
-def format_interval(iv: Interval, digits: int = 2) -> str:
-    """``+0.12 [−0.05, +0.30]``: the estimate and its interval with ``digits`` decimals (``n/a`` if undefined).
+def format_number(value: float, digits: int = 2, plus: bool = False) -> str:
+    """``value`` with ``digits`` decimals and the true minus, ``+`` too with ``plus``; never ``−0.00``.
 
-    >>> format_interval(Interval(0.123, -0.05, 0.3, 2000))
-    '+0.12 [-0.05, +0.30]'
+    >>> format_number(-0.0512), format_number(-0.004, plus=True), format_number(float("nan"))
+    ('−0.05', '+0.00', 'n/a')
     """
-    if not np.isfinite(iv.value):
-        return "n/a"
-    f = f"{{:+.{digits}f}}"
-    return f"{f.format(iv.value)} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
+    if not np.isfinite(value):
+        return "n/a" if np.isnan(value) else ("−" if value < 0 else "+" if plus else "") + "∞"
+    text = f"{float(value):+.{digits}f}"
+    text = "+" + text[1:] if float(text) == 0 else text  # rounded to zero: no sign the digits show
+    # the true minus sign (U+2212) of the book's prose and formulas ("−log n"), not a hyphen
+    return (text if plus else text.lstrip("+")).replace("-", "−")
+
+
+def format_interval(iv: Interval, digits: int = 2) -> str:
+    """``+0.12 [−0.05, +0.30]``: the estimate and its interval, signed (:func:`format_number`); ``n/a`` if undefined.
+
+    >>> format_interval(Interval(0.123, -0.05, 0.3, 2000)), format_interval(Interval(-0.001, -0.004, 0.02, 2000))
+    ('+0.12 [−0.05, +0.30]', '+0.00 [+0.00, +0.02]')
+    """
+    value, lo, hi = (format_number(x, digits, plus=True) for x in (iv.value, iv.lo, iv.hi))
+    return f"{value} [{lo}, {hi}]" if np.isfinite(iv.value) else "n/a"
 
 
 def check_sign(iv: Interval, claimed: str, what: str = "the statistic") -> None:
@@ -258,8 +268,7 @@ def check_sign(iv: Interval, claimed: str, what: str = "the statistic") -> None:
     iv : Interval
         An estimate with its bootstrap interval.
     claimed : {"+", "-", "0"}
-        ``"+"``: the interval lies above 0; ``"-"``: below 0; ``"0"``: it contains 0 ("cannot be
-        told from 0").
+        ``"+"``: the interval lies above 0; ``"-"``: below 0; ``"0"``: it contains 0 (cannot be told from 0).
     what : str
         The statistic's name, for the error message.
 
@@ -278,7 +287,7 @@ def check_sign(iv: Interval, claimed: str, what: str = "the statistic") -> None:
     >>> check_sign(Interval(0.4, -0.1, 0.6, 2000), "+", "tau of B_ours")
     Traceback (most recent call last):
         ...
-    AssertionError: tau of B_ours: the prose claims sign '+' but the interval is +0.400 [-0.100, +0.600] (sign '0')
+    AssertionError: tau of B_ours: the prose claims sign '+' but the interval is +0.400 [−0.100, +0.600] (sign '0')
     """
     if not isinstance(iv, Interval):
         raise TypeError(f"check_sign needs an Interval, got {type(iv).__name__}")
@@ -408,8 +417,8 @@ def kendall_interval(x, y, W, level: float = LEVEL) -> Interval:
     Returns
     -------
     Interval
-        The point ``τ_b`` (all weights 1, SciPy's value) and the percentiles over the resamples where
-        ``τ_b`` is defined (``n_undefined`` counts the others).
+        The point ``τ_b`` (all weights 1: SciPy's) and the percentiles over the resamples where it is
+        defined (``n_undefined`` counts the others).
 
     Raises
     ------
@@ -500,20 +509,18 @@ def granulated_intervals(rows, m, W, hypers, fixed=(), target: str = "gap_error"
     ones = np.ones((1, len(rows)))
     out = {"overall": kendall_interval(m, g, W, level)}
     psi_draws, psi_points = [], []
-    for h in hypers:
-        taus_b, taus_1 = [], []
-        for idx in _groups(rows, h, hypers, fixed):
-            taus_b.append(weighted_kendall(m[idx], g[idx], W[:, idx], constant_x=0.0))
-            taus_1.append(weighted_kendall(m[idx], g[idx], ones[:, idx], constant_x=0.0)[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples of a group stay NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # means of all-NaN resamples stay NaN
+        for h in hypers:
+            taus_b, taus_1 = [], []
+            for idx in _groups(rows, h, hypers, fixed):
+                taus_b.append(weighted_kendall(m[idx], g[idx], W[:, idx], constant_x=0.0))
+                taus_1.append(weighted_kendall(m[idx], g[idx], ones[:, idx], constant_x=0.0)[0])
             draws = np.nanmean(np.array(taus_b), axis=0) if taus_b else np.full(W.shape[0], np.nan)
             point = float(np.nanmean(taus_1)) if taus_1 and np.isfinite(taus_1).any() else float("nan")
-        out[h] = _interval(point, draws, level)
-        psi_draws.append(draws)
-        psi_points.append(point)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+            out[h] = _interval(point, draws, level)
+            psi_draws.append(draws)
+            psi_points.append(point)
         pd = np.nanmean(np.array(psi_draws), axis=0)
     pp = [p for p in psi_points if np.isfinite(p)]
     out["Psi"] = _interval(float(np.mean(pp)) if pp else float("nan"), pd, level)
@@ -533,8 +540,7 @@ def intraclass_correlation(values, groups) -> float:
     members = [v[[i for i, l in enumerate(labels) if l == k]] for k in keys]
     if len(members) < 2 or any(len(x) < 2 for x in members):
         raise ValueError("the ICC needs at least two groups with at least two values each")
-    n, a = v.size, len(members)
-    grand = v.mean()
+    n, a, grand = v.size, len(members), v.mean()
     msb = sum(len(x) * (x.mean() - grand) ** 2 for x in members) / (a - 1)
     msw = sum(((x - x.mean()) ** 2).sum() for x in members) / (n - a)
     k = n / a

@@ -154,7 +154,10 @@ def markdown_table(table: dict, cols, labels=None) -> str:
     ----------
     table : dict
         ``{measure: {key: value}}``; an :class:`~bounds_lib.studies.stats.Interval` is written as
-        ``+0.12 [-0.05, +0.30]``, a ``(share, groups)`` pair as ``0.50 of 12``, a number as ``+0.12``.
+        ``+0.12 [−0.05, +0.30]``, a ``(share, groups)`` pair of
+        :func:`~bounds_lib.studies.stats.wrong_sign_share` as the count it stands for, ``6 of 12``
+        (``n/a`` without groups), a number as ``+0.12`` (signs with the true minus,
+        :func:`~bounds_lib.studies.stats.format_number`).
     cols : sequence of (str, str)
         The keys to show and their column headers.
     labels : dict, optional
@@ -169,10 +172,10 @@ def markdown_table(table: dict, cols, labels=None) -> str:
     --------
     >>> from bounds_lib.studies.stats import Interval
     >>> print(markdown_table({"B_ours_sum": {"overall": Interval(0.2, -0.1, 0.4, 100), "wrong_N": (0.5, 12)}},
-    ...                      [("overall", "τ"), ("wrong_N", "wrong sign along N")]))
-    | measure | τ | wrong sign along N |
+    ...                      [("overall", "τ"), ("wrong_N", "wrong-sign groups, N")]))
+    | measure | τ | wrong-sign groups, N |
     |---|---|---|
-    | B_ours (sum) | +0.20 [-0.10, +0.40] | 0.50 of 12 |
+    | B_ours (sum) | +0.20 [−0.10, +0.40] | 6 of 12 |
     """
     labels = labels or PLAIN
     lines = ["| measure | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -181,9 +184,16 @@ def markdown_table(table: dict, cols, labels=None) -> str:
         for c, _ in cols:
             v = t[c]
             cells.append(S.format_interval(v) if isinstance(v, S.Interval) else
-                         f"{v[0]:.2f} of {v[1]}" if isinstance(v, tuple) else f"{v:+.2f}")
+                         _group_count(*v) if isinstance(v, tuple) else S.format_number(v, plus=True))
         lines.append(f"| {labels.get(k, k)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _group_count(share: float, groups: int) -> str:
+    """``"6 of 12"``: the groups a share of :func:`~bounds_lib.studies.stats.wrong_sign_share` counts."""
+    if not groups or not np.isfinite(share):
+        return "n/a"
+    return f"{round(share * groups)} of {groups}"
 
 
 #: Colours of a forest plot, by the sign of an interval (above 0, below 0, containing 0).
@@ -194,10 +204,15 @@ def plot_forest(table: dict, cols, labels=None, title="Kendall τ and ψ with 95
     """Forest plot of :func:`interval_table`: one panel per statistic, one line per measure.
 
     Each measure is a dot at its point estimate with its bootstrap interval drawn as a line; the
-    colour says whether the interval lies above 0, below 0 or contains it (key below the panels);
-    a vertical line marks 0. Statistics whose value is not an :class:`~bounds_lib.studies.stats.Interval`
-    (wrong-sign shares) are left out; a measure whose interval is undefined (NaN) is drawn as
-    "n/a". All panels share the x range [−1, 1] of τ.
+    colour says whether the interval lies above 0, below 0 or contains it (the key is at the top, under
+    the title, so that it is on screen with the first panels); a vertical line marks 0. Statistics whose
+    value is not an :class:`~bounds_lib.studies.stats.Interval` (wrong-sign shares) are left out; a
+    measure whose interval is undefined (NaN) is drawn as "n/a". All panels share the x range [−1, 1]
+    of τ and the measures' order; only the left column names them.
+
+    Layout: two panels per row; an odd last panel spans the row (no empty slot). Rows are as tall as
+    the measures need (about 0.19 in each at the style's 10.5 pt), so that four statistics of ten
+    measures fit one laptop screen.
 
     Parameters
     ----------
@@ -207,6 +222,8 @@ def plot_forest(table: dict, cols, labels=None, title="Kendall τ and ψ with 95
         The statistics to draw and their panel titles.
     labels : dict, optional
         Measure labels (default :data:`PLAIN`).
+    title : str or None
+        The figure's title (None: none).
 
     Examples
     --------
@@ -224,28 +241,47 @@ def plot_forest(table: dict, cols, labels=None, title="Kendall τ and ψ with 95
     if not cols:
         raise ValueError("plot_forest: no column of the table holds intervals")
     names = list(table)
-    fig, axes = _panels(len(cols), height=0.24 * len(names) + 1.0, sharey=True)
+    axes = _forest_panels(len(cols), height=0.19 * len(names) + 0.7)
+    fig = axes[0].figure
     y = np.arange(len(names))[::-1]
     for ax, (c, head) in zip(axes, cols):
         for yi, k in zip(y, names):
             iv = table[k][c]
             if not np.isfinite(iv.value):
-                ax.text(0, yi, "n/a", ha="center", va="center", fontsize=10, color="0.4")
+                ax.text(0, yi, "n/a", ha="center", va="center", fontsize=10.5, color="0.4")
                 continue
             col = FOREST_COLOURS[iv.sign]
             ax.plot([iv.lo, iv.hi], [yi, yi], color=col, lw=2.2, solid_capstyle="butt")
             ax.plot([iv.value], [yi], "o", color=col, ms=5)
         ax.axvline(0, color="k", lw=0.8)
         ax.set_xlim(-1, 1)
+        ax.set_ylim(-0.6, len(names) - 0.4)
         ax.set_title(head)
         ax.set_yticks(y, [labels.get(k, k) for k in names])
         ax.set_xticks([-1, -0.5, 0, 0.5, 1], ["−1", "−½", "0", "½", "1"])
     key = [Line2D([], [], color=FOREST_COLOURS[s], lw=2.2, marker="o", ms=5, label=lab)
            for s, lab in (("+", "interval above 0"), ("-", "interval below 0"), ("0", "contains 0"))]
-    fig.legend(handles=key, loc="outside lower center", ncol=3)
-    if title:
-        fig.suptitle(title)
+    # the title heads the key (a suptitle and a legend above the panels would overlap)
+    fig.legend(handles=key, loc="outside upper center", ncol=3, handlelength=1.5, columnspacing=1.0,
+               title=title or None, title_fontproperties={"size": "large"})
     return fig
+
+
+def _forest_panels(n: int, height: float) -> list:
+    """``n`` panels sharing the y axis, two per row; an odd last one spans its row (no empty slot)."""
+    from ..core.style import book_subplots
+
+    rows, cols = -(-n // 2), 2 if n > 1 else 1
+    fig, grid = book_subplots(rows, cols, height=height, sharey=True, squeeze=False)
+    axes = list(grid.ravel())
+    if n % 2 and n > 1:  # the last row: one panel across both columns
+        spec = grid[-1, 0].get_subplotspec().get_gridspec()
+        for ax in grid[-1]:
+            ax.remove()
+        axes = axes[:-2] + [fig.add_subplot(spec[-1, :], sharey=axes[0])]
+    for ax in axes:  # sharey hides inner labels on a grid; keep them to the left column
+        ax.tick_params(axis="y", labelleft=ax.get_subplotspec().is_first_col())
+    return axes
 
 
 def label_pairs(rows, same=("L", "N", "n_train", "seed")) -> list:

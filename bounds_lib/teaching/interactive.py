@@ -112,7 +112,10 @@ def tau_split_frames(sigma, shape, taus, eps: float, n_rows: int, title: str = "
     Each frame shows the singular values (log scale) with the threshold ``τ``: the ``r(τ)`` values above
     it make ``W₁``, the others the tail ``W₂`` with ``ρ(τ) = ‖W₂‖_F``; beside it, the two covering
     terms of the split at radius ``ε`` — ``r(τ)(d+d')·log(1 + 8σ₁/ε)`` and Maurey's tail term at
-    ``ρ(τ)`` — and their sum, as ``τ`` runs over ``taus`` (the current one marked).
+    ``ρ(τ)`` — and their sum, as ``τ`` runs over ``taus`` (the current one marked). Where the sum is
+    the tail alone the two curves coincide: the tail is drawn as a wide band with open circles and the
+    sum dashed on top of it, so both stay visible; one key under both panels, in the same place in
+    every frame.
     """
     from ..theory.interpolation import entropy_low_rank_volumetric, entropy_tail_maurey
     from ..core.style import book_subplots, figure_png
@@ -133,17 +136,23 @@ def tau_split_frames(sigma, shape, taus, eps: float, n_rows: int, title: str = "
         fig, (a1, a2) = book_subplots(1, 2, height=3.0)
         idx = np.arange(1, s.size + 1)
         a1.semilogy(idx[s > t], s[s > t], "o", ms=3, color="C0", label=f"$W_1$: rank {ranks[k]}")
-        a1.semilogy(idx[(s <= t) & (s > 0)], s[(s <= t) & (s > 0)], "o", ms=3, color="0.6",
+        a1.semilogy(idx[(s <= t) & (s > 0)], s[(s <= t) & (s > 0)], "o", ms=3, color="C1",
                     label=rf"$W_2$: $\Vert W_2\Vert_F$ = {rho[k]:.3g}")
         a1.axhline(t, color="C3", lw=1.2)
         a1.set(xlabel="index i", ylabel=r"$\sigma_i$", title=rf"$\tau$ = {t:.3g}")
         a1.legend(loc="lower left")
-        a2.loglog(taus, low, "-", color="C0", label="rank part")
-        a2.loglog(taus, tail, "-", color="0.5", label="tail part")
-        a2.loglog(taus, low + tail, "-", color="k", lw=1.6, label="sum")
+        # the sum is often the tail alone: the tail is a wide light band with open circles, the sum a
+        # dashed black line on top of it, so that both stay visible where they coincide
+        # a part that is 0 (no tail below the smallest σ, no rank above the largest) has no place on a log axis
+        a2.loglog(taus, np.where(low > 0, low, np.nan), "s-", ms=4, color="C0", lw=1.8, label="rank part",
+                  zorder=3)
+        a2.loglog(taus, np.where(tail > 0, tail, np.nan), "o-", ms=6, mfc="white", color="C1", lw=4.0,
+                  alpha=0.75, label="tail part", zorder=2)
+        a2.loglog(taus, low + tail, "--", color="k", lw=1.4, label="sum", zorder=4)
         a2.axvline(t, color="C3", lw=1.2)
         a2.set(xlabel=r"$\tau$", ylabel="log covering (nats)", title=title or "the two covering terms")
-        a2.legend(loc="lower left")
+        # one key under both panels, in the same place in every frame
+        fig.legend(*a2.get_legend_handles_labels(), loc="outside lower center", ncol=3)
         frames.append(figure_png(fig))
         plt.close(fig)
         labels.append(f"τ = {t:.3g}: rank {ranks[k]}, sum {low[k] + tail[k]:.3g} nats")
@@ -153,15 +162,44 @@ def tau_split_frames(sigma, shape, taus, eps: float, n_rows: int, title: str = "
     return Slider(frames, labels, "τ", alt, start=best)
 
 
+#: Sizes in points of the p* stars of :func:`posthoc_frames`, for a star alone and for the first, second
+#: (and further) of stars that fall on the same spot, each drawn smaller on top of the one before.
+STAR_ALONE = 13.0
+STAR_NESTED = (22.0, 11.0, 5.5, 3.0)
+
+
+def _star_sizes(stars: dict, y_range: float) -> dict:
+    """Marker size of every p* star: :data:`STAR_ALONE`, or :data:`STAR_NESTED` in drawing order where
+    stars coincide (the same ``p*``, ``log10 𝒯`` within 3 % of the plot's range) and would hide each other."""
+    names = list(stars)
+    tol = 0.03 * y_range if y_range > 0 else 1e-12
+
+    def near(a, b):
+        return stars[a][0] == stars[b][0] and abs(stars[a][1] - stars[b][1]) <= tol
+
+    out = {}
+    for i, k in enumerate(names):
+        group = [j for j in names if near(k, j)]
+        if len(group) == 1:
+            out[k] = STAR_ALONE
+        else:
+            rank = sum(near(k, j) for j in names[:i])
+            out[k] = STAR_NESTED[min(rank, len(STAR_NESTED) - 1)]
+    return out
+
+
 def posthoc_frames(matrices: dict, N: int, grid, every: int = 1) -> Slider:
     """Chapter 4's ``log₁₀ 𝒯(W;p)`` against ``p`` for a few matrices, one frame per ``p`` of the grid.
 
     ``matrices`` maps a legend label to ``(sigma, log_K)``: the singular values of a matrix and its
     ``log K`` (:func:`bounds_lib.analysis.scoring.score` reports both); ``grid`` is the post hoc grid
     (:func:`bounds_lib.theory.peeling.posthoc_grid`), every ``every``-th point a frame. Each frame marks the
-    current ``p`` on every curve and each matrix's ``p*`` (the grid minimum) with a star.
+    current ``p`` on every curve and each matrix's ``p*`` (the grid minimum) with a star; stars that fall
+    on the same spot nest, each drawn smaller than the one under it (``_star_sizes``). The key sits
+    under the axes, in the same place in every frame, and shows each matrix's line and star.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from ..theory.peeling import posthoc_choice
     from ..core.style import book_subplots, figure_png
@@ -173,16 +211,24 @@ def posthoc_frames(matrices: dict, N: int, grid, every: int = 1) -> Slider:
     choices = {k: posthoc_choice(_sigma(s), float(lk), N, grid) for k, (s, lk) in matrices.items()}
     ln10 = np.log(10)
     frames, labels = [], []
+    star_ms = _star_sizes({k: (c.p_star, c.log_T_star / ln10) for k, c in choices.items()},
+                          np.ptp(np.concatenate([c.log_T for c in choices.values()])) / ln10)
     for j in range(0, grid.size, every):
         fig, ax = book_subplots(1, 1, height=3.4)
         for i, (name, c) in enumerate(choices.items()):
             y = c.log_T / ln10
-            ax.plot(grid, y, "-", color=f"C{i}", label=f"{name} (p* = {c.p_star:.2g})")
+            ax.plot(grid, y, "-", color=f"C{i}")
             ax.plot([grid[j]], [y[j]], "o", color=f"C{i}", ms=6)
-            ax.plot([c.p_star], [c.log_T_star / ln10], "*", color=f"C{i}", ms=11)
+            # stars that coincide nest: each smaller than the one drawn before, edged in white
+            ax.plot([c.p_star], [c.log_T_star / ln10], "*", color=f"C{i}", ms=star_ms[name], mec="white",
+                    mew=0.8, zorder=3 + i, clip_on=False)
         ax.axvline(grid[j], color="0.4", lw=1)
         ax.set(xlabel="Schatten index p", ylabel=r"$\log_{10}\mathcal{T}(W;p)$", title=f"p = {grid[j]:.3g}")
-        ax.legend(loc="best")
+        # the key under the axes, in the same place in every frame (a "best" location jumps as p moves);
+        # each entry shows the matrix's line and its star
+        key = [Line2D([], [], color=f"C{i}", marker="*", ms=min(star_ms[name], STAR_ALONE), mec="white", mew=0.8,
+                      label=f"{name} (p* = {c.p_star:.2g})") for i, (name, c) in enumerate(choices.items())]
+        fig.legend(handles=key, loc="outside lower center", ncol=2)
         frames.append(figure_png(fig))
         plt.close(fig)
         terms = ", ".join(f"{name} {choices[name].log_T[j] / ln10:.3g}" for name in choices)
