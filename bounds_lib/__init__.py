@@ -9,8 +9,9 @@ The entry points a notebook user wants are available at the top level::
     source = bounds_lib.open_checkpoint("path/or/hub-id")
 
 They are imported on first use (module ``__getattr__``), so ``import bounds_lib`` stays light: it
-loads neither NumPy's linear algebra nor torch. The version is the installed distribution's
-(``pyproject.toml`` is its one home).
+loads neither NumPy's linear algebra nor torch, nor ``importlib.metadata`` (about 25 ms with the
+e-mail parser it reads package metadata with). ``__version__`` is the installed distribution's
+(``pyproject.toml`` is its one home), looked up on first use as well.
 
 The library is built in layers, lowest first (:data:`LAYERS`): ``core`` (input rules, figure style),
 ``theory`` (the mathematics of Chapters 1–5), ``checks`` (their checks and witnesses), ``checkpoints``
@@ -21,12 +22,6 @@ grids and the studies of Chapters 7–9), ``teaching`` (exercises, interactive f
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version as _dist_version
-
-try:
-    __version__ = _dist_version("bounds_lib")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
 
 #: The subpackages from the lowest layer to the highest; a module never imports from a higher one
 #: (the import graph, function-level imports included, is checked by the test suite).
@@ -43,7 +38,20 @@ _LAZY = {
 __all__ = ["__version__", "analyze", "compute_spectra", "score", "open_checkpoint"]
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (``"0+unknown"`` in a source tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bounds_lib")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        globals()[name] = value = _installed_version()
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'bounds_lib' has no attribute {name!r}")
@@ -53,4 +61,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

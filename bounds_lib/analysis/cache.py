@@ -6,7 +6,6 @@ it never changes a result.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import numpy as np
@@ -45,6 +44,8 @@ class SpectraCache:
 
     @staticmethod
     def digest(*arrays, tag: str = "") -> str:
+        import hashlib  # here: a run without a cache does not load OpenSSL's hashes
+
         h = hashlib.blake2b(digest_size=20)
         h.update(tag.encode())
         for A in arrays:

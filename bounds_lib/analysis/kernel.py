@@ -163,13 +163,18 @@ def head_product_spectra(A, B, groups=None, *, entrywise=True):
     """
     H = A.shape[0]
     groups = np.arange(H) if groups is None else np.asarray(groups)
-    R_A = np.linalg.qr(A, mode="r")                      # (H, r, d)
+    # A may be any strided view (the QR copies it once); the products below see C-ordered stacks
+    # whatever the caller's strides, so that their BLAS calls, hence their bits, are always the same
+    B = np.ascontiguousarray(B)
+    R_A = np.ascontiguousarray(np.linalg.qr(A, mode="r"))  # (H, r, d)
     R_B = np.linalg.qr(B, mode="r")                      # (G, r, d)
-    cores = R_A @ np.swapaxes(R_B[groups], 1, 2)         # (H, r, r)
+    one_to_one = B.shape[0] == H and np.array_equal(groups, np.arange(H))  # B[groups] would be a copy of B
+    cores = R_A @ np.swapaxes(R_B if one_to_one else R_B[groups], 1, 2)  # (H, r, r)
     sigma = np.linalg.svd(cores, compute_uv=False)       # (H, r)
-    cols = B[groups] @ np.swapaxes(R_A, 1, 2)            # (H, N, r): row j ↦ column j of P_h
+    cols = (B if one_to_one else B[groups]) @ np.swapaxes(R_A, 1, 2)  # (H, N, r): row j ↦ column j of P_h
     norm_21 = np.sum(np.linalg.norm(cols, axis=2), axis=1)
     if entrywise:  # explicit products, in chunks of at most ~64 MB
+        A = np.ascontiguousarray(A)
         N = A.shape[1]
         step = max(1, int(2**23 // max(N * N, 1)))
         parts = []
@@ -242,7 +247,7 @@ def _head_spectra(matrix_type, A_full, B_full, explicit, spec, mode, entrywise, 
             s, n21, n11 = _dense_spectrum(P, device)
             res.append(_unscale(s, n21, n11, ea + eb))
         return res
-    A = _stack_heads(As, H, d)
+    A = As.reshape(N, H, d).transpose(1, 0, 2)  # a view: head_product_spectra copies what it needs once
     B = _stack_heads(Bs, Bs.shape[1] // d, d)
     sig, n21, n11 = head_product_spectra(A, B, groups if matrix_type == "QK" else None, entrywise=entrywise)
     res = []

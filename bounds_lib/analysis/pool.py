@@ -5,8 +5,10 @@ told (Chapter 6, at scale).
 per-unit estimate)``, the memory being the process's own cgroup's where it has a limit
 (:func:`available_memory`). :func:`plan_pool` estimates whether the pool finishes sooner than this
 process alone: the units' SVD flops at this machine's measured rate (:func:`svd_rate`) against a
-worker's measured start-up (:func:`worker_start_seconds`); both are learnt from earlier runs
-(:func:`machine_record`), so a small model such as all-MiniLM-L6-v2 is analysed in process.
+worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes the load
+average counts; both are learnt from earlier runs (:func:`machine_record`). A small model such as
+all-MiniLM-L6-v2 (0.6 s of SVDs against 0.2 s to start a worker) is analysed in process unless the
+machine is idle; a 1.1B model's layers are spread over the cores.
 :func:`process_pool` spawns the workers: a signal or a unit's error cancels the units not started and
 ends the workers, workers die with their parent, and a worker that dies (most often by the kernel's
 out-of-memory killer) is one :class:`~bounds_lib.analysis.cluster.ClusterError`.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ import numpy as np
 
 from .cluster import ClusterError
 from .kernel import MB
+from .units import _hostname
 
 __all__ = [
     "available_memory",
@@ -35,7 +38,9 @@ __all__ = [
     "machine_record",
     "svd_rate",
     "worker_start_seconds",
+    "tune_allocator",
     "WORKER_START_S",
+    "MALLOC_SETTINGS",
 ]
 
 #: Seconds a spawned worker needs before its first unit (start Python, import the library, unpickle
@@ -166,7 +171,7 @@ def svd_rate() -> tuple:
     if rates:
         return float(np.median(rates)), f"measured on this machine (median of the last {len(rates)} runs' units)"
     if not _RATE:
-        A = np.random.default_rng(0).standard_normal((512, 256))
+        A = _uniform_matrix(512, 256)
         best = math.inf
         for _ in range(3):
             t = time.perf_counter()
@@ -174,6 +179,17 @@ def svd_rate() -> tuple:
             best = min(best, time.perf_counter() - t)
         _RATE.append((4 * 512 * 256**2 - 4 * 256**3 / 3) / max(best, 1e-6))
     return _RATE[0], "a 512×256 SVD timed now (no run measured on this machine yet)"
+
+
+def _uniform_matrix(m: int, n: int) -> np.ndarray:
+    """An m×n matrix of pseudo-random entries in [-1/2, 1/2) (SplitMix64 of the indices): full rank, as
+    fast to decompose as a Gaussian one, and made without importing ``numpy.random`` (10 ms, and
+    :mod:`hashlib` with it) for a machine's first calibration."""
+    z = np.arange(m * n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return ((z >> np.uint64(11)).astype(np.float64) / 2.0**53 - 0.5).reshape(m, n)
 
 
 def _machine_file() -> Path:
@@ -184,7 +200,7 @@ def _machine_file() -> Path:
 
 
 def _machine_key() -> str:
-    return f"{socket.gethostname()}/{_cores()} cores"
+    return f"{_hostname()}/{_cores()} cores"
 
 
 def machine_record() -> dict:
@@ -240,29 +256,75 @@ def _busy_cores() -> float:
         return 0.0
 
 
+def _core_share(runnable: float, cores: int) -> float:
+    """The fraction of a core each of ``runnable`` processes gets from a fair scheduler on ``cores`` cores."""
+    return min(1.0, cores / runnable) if runnable > 0 else 1.0
+
+
 def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: tuple | None = None,
               busy: float | None = None) -> tuple:
     """``(use_pool, cost)``: whether ``workers`` spawned processes finish ``flops`` of decompositions sooner
-    than this process alone. In process the work takes ``T₁ = flops / rate``; a pool takes about
-    ``s + T₁ / w`` (``s``: a worker's start-up, :func:`worker_start_seconds`; the workers start at
-    once), where ``w = min(workers, cores − busy)``, at least 1: a machine whose cores other processes
-    keep busy (``busy``: the one-minute load average) gives a pool less than its size. The pool is
-    chosen when ``s + T₁/w < T₁``. ``cost`` states every number. ``rate`` and ``start`` (each ``(value,
-    where it comes from)``) default to :func:`svd_rate` and :func:`worker_start_seconds`."""
+    than this process alone.
+
+    The kernel shares the ``c`` cores fairly among the runnable processes: ``busy`` others (the one-minute
+    load average) and ours. In process the work takes ``T₁ = flops / rate / min(1, c / (1 + busy))``; a
+    pool of ``w`` workers gets ``e = w·min(1, c / (w + busy))`` cores' worth (``effective_workers``) and
+    takes about ``s + flops / rate / e`` (``s``: a worker's start-up, :func:`worker_start_seconds`; the
+    workers start at once). So a machine whose cores other processes keep busy gives a pool less than
+    its size, but not nothing: two workers beside one busy process on two cores get 4/3 of a core, one
+    process alone one core. The pool is chosen when it is estimated sooner. ``cost`` states every
+    number. ``rate`` and ``start`` (each ``(value, where it comes from)``) default to :func:`svd_rate`
+    and :func:`worker_start_seconds`."""
     rate, rate_from = svd_rate() if rate is None else rate
     s, where = worker_start_seconds() if start is None else start
-    busy = _busy_cores() if busy is None else busy
-    free = max(1, min(workers, round(_cores() - busy)))  # the cores other processes leave to the pool
-    serial = flops / rate
-    pooled = s + serial / free
+    busy = max(0.0, _busy_cores() if busy is None else busy)
+    cores = _cores()
+    worth = workers * _core_share(workers + busy, cores)  # the pool's cores' worth beside the busy processes
+    serial = flops / rate / _core_share(1 + busy, cores)
+    pooled = s + flops / rate / worth
     use = workers > 1 and pooled < serial
     return use, {"svd_flops": flops, "svd_rate_GFLOPs": round(rate / 1e9, 2), "svd_rate_from": rate_from,
-                 "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2), "effective_workers": free,
-                 "worker_start_s": round(s, 3), "worker_start_from": where, "workers": workers,
-                 "pool_estimate_s": round(pooled, 3),
+                 "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2),
+                 "effective_workers": round(worth, 2), "worker_start_s": round(s, 3), "worker_start_from": where,
+                 "workers": workers, "pool_estimate_s": round(pooled, 3),
                  "decision": (f"a pool of {workers}" if use else "in process") + (
-                     f": {pooled:.2f} s estimated with {workers} workers ({free} cores free) against "
-                     f"{serial:.2f} s in process")}
+                     f": {pooled:.2f} s estimated with {workers} workers ({worth:.2f} cores' worth beside "
+                     f"{busy:.2f} busy) against {serial:.2f} s in process")}
+
+
+# --------------------------------------------------------------------------------------------
+# The allocator of the processes that run the units
+# --------------------------------------------------------------------------------------------
+
+#: glibc ``mallopt`` settings of :func:`tune_allocator` — ``M_MMAP_THRESHOLD`` (-3) 32 MiB and
+#: ``M_TRIM_THRESHOLD`` (-1) 64 MiB.
+MALLOC_SETTINGS = ((-3, 32 * MB), (-1, 64 * MB))
+
+
+def tune_allocator() -> bool:
+    """Keep the memory of freed arrays for the next unit's arrays (glibc only); whether it was set.
+
+    A unit allocates and frees arrays of a few MB (the widened weights, QR and SVD work space, the
+    norms' temporaries). glibc's default returns such memory to the kernel (``munmap``, or trimming the
+    heap's top) and the next unit's arrays fault it in again, page by page: on all-MiniLM-L6-v2 that
+    was 41 000 page faults, about a tenth of the whole run, against 8 600 with
+    :data:`MALLOC_SETTINGS` (arrays below 32 MiB come from the heap, and at most 64 MiB of freed
+    heap is kept; larger arrays are mapped and unmapped as before, and the peak memory is unchanged).
+    Set by the ``bounds-lib`` command and in each worker process, never in a caller's process
+    (a notebook's kernel keeps its allocator). Left alone where the user tunes malloc
+    (``MALLOC_*`` variables, ``GLIBC_TUNABLES``) and on other C libraries.
+    """
+    if not sys.platform.startswith("linux") or "GLIBC_TUNABLES" in os.environ \
+            or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        os.confstr("CS_GNU_LIBC_VERSION")  # glibc (musl has no such name: ValueError)
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ValueError, OSError, AttributeError):
+        return False
+    return all([mallopt(param, value) == 1 for param, value in MALLOC_SETTINGS])
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,9 +347,14 @@ def _worker_init(parent_pid: int, initializer=None):
     """Run in each spawned worker first: it dies with its parent. On Linux the kernel sends it SIGKILL when
     the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread checks every
     :data:`_WATCHDOG_S` s that the parent is still its parent and ends the worker otherwise (a worker
-    blocked in BLAS is still ended: ``os._exit`` does not wait for it)."""
+    blocked in BLAS is still ended: ``os._exit`` does not wait for it). The worker's allocator is tuned
+    (:func:`tune_allocator`), and the objects of its start-up (the imported modules) are frozen
+    (``gc.freeze``): the pool's shutdown waits for every worker's exit, which then frees them without a
+    last traversal by the cyclic garbage collector (20-30 ms each)."""
+    import gc
     import signal as _signal
 
+    tune_allocator()
     if hasattr(_signal, "SIGKILL"):
         try:
             import ctypes
@@ -307,6 +374,7 @@ def _worker_init(parent_pid: int, initializer=None):
     threading.Thread(target=watch, daemon=True, name="bounds-lib-parent-watchdog").start()
     if initializer is not None:
         initializer()
+    gc.freeze()
 
 
 def _stop_pool(pool, grace: float = 3.0):

@@ -24,11 +24,9 @@ process that computed it (a diagnostic that counts computations on a cluster wit
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -202,7 +200,7 @@ class _Opener:
             return cached
         missing = [f for f in self.files if not os.path.isfile(f)]
         if missing:
-            raise ClusterError(f"worker on {socket.gethostname()}: cannot open {missing[0]}: the checkpoint "
+            raise ClusterError(f"worker on {_hostname()}: cannot open {missing[0]}: the checkpoint "
                                "must be at the same path on every worker (a shared file system)")
         cls = SafetensorsSource if self.storage == "safetensors" else TorchBinSource
         src = cls([Path(f) for f in self.files], json.loads(self.config_json), self.description)
@@ -239,6 +237,17 @@ class UnitTask:
     key: str | None = None
     lean: bool = False
     chunk_bytes: int = 16 * MB
+
+
+def _hostname() -> str:
+    """This machine's name as ``socket.gethostname()`` gives it (``os.uname``, where there is one, reads the
+    same name without importing :mod:`socket`)."""
+    try:
+        return os.uname().nodename
+    except AttributeError:  # pragma: no cover - Windows
+        import socket
+
+        return socket.gethostname()
 
 
 def _maxrss_bytes() -> int | None:
@@ -307,7 +316,7 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     else:
         mats = _compute(src, task, cache)
     out = {"matrices": mats, "computed": True, "stored": False, "seconds": time.perf_counter() - t0,
-           "host": socket.gethostname(), "pid": os.getpid(), "maxrss": _maxrss_bytes(), "first_task_started": first}
+           "host": _hostname(), "pid": os.getpid(), "maxrss": _maxrss_bytes(), "first_task_started": first}
     if store is not None:
         try:
             store.store(task.key, task, out)
@@ -328,9 +337,19 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
 # --------------------------------------------------------------------------------------------
 
 
+def _blake2b(**kw):
+    """``hashlib.blake2b`` — the very constructor, from CPython's ``_blake2`` module: importing :mod:`hashlib`
+    loads OpenSSL first (3 ms of every run, for a digest of one MiB)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - a Python built without its own BLAKE2
+        from hashlib import blake2b
+    return blake2b(**kw)
+
+
 def _checkpoint_identity(source: TensorSource) -> str:
     """A digest that changes when the weights may have: each file's name, size, mtime and header bytes."""
-    h = hashlib.blake2b(digest_size=20)
+    h = _blake2b(digest_size=20)
     for f in getattr(source, "files", ()):
         st = os.stat(f)
         h.update(repr((os.path.basename(f), st.st_size, st.st_mtime_ns)).encode())
@@ -350,6 +369,8 @@ def _unit_key(source, task: UnitTask) -> str:
     settings (mode, dtype, the (1,1)-norm switch, device, lean choice and block size) and the layout
     (family, prefix, sizes, head split; not the activation). A checkpoint re-saved, copied with its
     times kept, or replaced by another fine-tune at the same path keys by its content."""
+    import hashlib
+
     h = hashlib.blake2b(digest_size=20)
     layout = {k: v for k, v in task.arch.to_dict().items() if k not in _KEY_IGNORES}
     h.update(repr((_RESUME_FORMAT, task.layer, _part_label(task.part), task.mode, task.dtype, task.entrywise,
@@ -363,6 +384,8 @@ def _unit_key(source, task: UnitTask) -> str:
 def _tensor_digest(source: TensorSource, name: str) -> bytes:
     """SHA-256 of a tensor's bytes: as stored, through a memory map, for a safetensors file (no copy, no
     widening; SHA-256 runs at ~1.8 GB/s on CPUs with SHA instructions); else of the array it reads as."""
+    import hashlib
+
     where = getattr(source, "_where", None)
     if isinstance(source, SafetensorsSource) and where and name in where:
         import mmap

@@ -64,6 +64,8 @@ def loads_json(text, where: str, what: str = "JSON") -> object:
 
 def _nonneg_int(x) -> bool:
     """Whether a header entry is a count (an integer ``>= 0``, never a bool) under the library's one rule."""
+    if type(x) is int:  # what JSON gives for a count: the rule's answer without its checks (a header has thousands)
+        return x >= 0
     try:
         check_scalar(x, "header entry", int, min_val=0)
     except (TypeError, ValueError):
@@ -192,8 +194,10 @@ class TensorSource:
             A = raw.astype(dtype, copy=False)
             probe = A if A.dtype.itemsize < raw.dtype.itemsize else raw  # narrowing may overflow to inf
             # NaN/inf propagate into a float64 sum, so a finite sum proves every entry finite (one cheap
-            # pass); only a non-finite sum (huge weights, or a bad entry) needs the full check
-            finite = np.isfinite(np.sum(probe, dtype=np.float64)) or np.all(np.isfinite(probe))
+            # pass); only a non-finite sum (huge weights, or a bad entry) needs the full check. A float64
+            # widening holds the very values of the stored entries: it is summed without a cast.
+            check = A if A.dtype == np.float64 else probe
+            finite = np.isfinite(np.sum(check, dtype=np.float64)) or np.all(np.isfinite(check))
         if not finite:
             if probe is A and np.all(np.isfinite(raw)):
                 raise CheckpointError(f"{self.description}: tensor {name!r} has entries beyond the {A.dtype} "

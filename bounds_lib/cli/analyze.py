@@ -6,7 +6,6 @@ reports, :func:`run_metadata` what every JSON report says about the run.
 """
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import io
 import json
@@ -14,6 +13,7 @@ import math
 import os
 import platform
 import sys
+import threading
 import time
 
 from .errors import PROG, printable
@@ -39,19 +39,48 @@ def _progress_bar(label: str, enabled: bool):
     return callback, bar.close
 
 
-def run_metadata(args, extra=None) -> dict:
-    """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
-    from importlib.metadata import PackageNotFoundError, version
+#: What a JSON report says about the run that takes a while to look up (:func:`_lookup_facts`), and the
+#: thread that looks it up while the SVDs run (:func:`_facts_in_background`).
+_FACTS: dict = {}
+_FACTS_THREAD: list = []
 
-    import numpy
+
+def _lookup_facts():
+    """``platform.platform()`` and the installed versions of bounds_lib and SciPy, into :data:`_FACTS`.
+
+    Both are slow for what they are: ``platform.platform()`` runs ``uname -p`` in a subprocess (5-10 ms)
+    and :mod:`importlib.metadata` imports the e-mail parser it reads metadata with (about 25 ms) — a
+    tenth of what an analysis of all-MiniLM-L6-v2 spends beyond its SVDs. SciPy's version is read
+    without importing SciPy (the analysis may not need it)."""
+    from importlib.metadata import PackageNotFoundError, version
 
     import bounds_lib
 
     try:
-        scipy_version = version("scipy")  # without importing scipy (the analysis may not need it)
+        scipy_version = version("scipy")
     except PackageNotFoundError:  # pragma: no cover - scipy is a dependency
         scipy_version = "?"
-    versions = {"bounds_lib": bounds_lib.__version__, "numpy": numpy.__version__, "scipy": scipy_version,
+    _FACTS.update(platform=platform.platform(), bounds_lib=bounds_lib.__version__, scipy=scipy_version)
+
+
+def _facts_in_background():
+    """Start :func:`_lookup_facts` in a thread, so that its time overlaps the SVDs (which leave the
+    interpreter free while LAPACK runs); :func:`run_metadata` waits for it."""
+    if not _FACTS_THREAD:
+        t = threading.Thread(target=_lookup_facts, name="bounds-lib-run-facts", daemon=True)
+        t.start()
+        _FACTS_THREAD.append(t)
+
+
+def run_metadata(args, extra=None) -> dict:
+    """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
+    import numpy
+
+    for t in _FACTS_THREAD:  # started before the SVDs
+        t.join()
+    if not _FACTS:
+        _lookup_facts()
+    versions = {"bounds_lib": _FACTS["bounds_lib"], "numpy": numpy.__version__, "scipy": _FACTS["scipy"],
                 "python": platform.python_version()}
     for mod in ("torch", "transformers", "safetensors", "huggingface_hub"):
         if mod in sys.modules:
@@ -66,7 +95,7 @@ def run_metadata(args, extra=None) -> dict:
         blas = [{"env_OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}]
     meta = {
         "command": [PROG] + list(getattr(args, "argv", [])),
-        "platform": platform.platform(),
+        "platform": _FACTS["platform"],
         "versions": versions,
         "blas": blas,
         "dtype": args.dtype,
@@ -150,6 +179,8 @@ def _expert_table(report) -> list:
 
 
 def _csv_text(rows) -> str:
+    import csv
+
     rows = [{k: printable(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
     buf = io.StringIO()
     if rows:
@@ -212,27 +243,33 @@ def _analyze_one(model, args, label=None):
     return sp, rep, opts
 
 
-def _cmd_analyze(args):
+def _figures(sp, rep, opts) -> dict:
+    """The figures of ``--plots``, each made when it is written (:mod:`bounds_lib.analysis.plotting`)."""
     from ..analysis import plotting as P
 
-    sp, rep, opts = _analyze_one(args.model, args)
-    extra = {"model": args.model, "source": rep.source}
-    if not args.reproducible:
-        extra["timings_s"] = dict(rep.meta)
-    meta = run_metadata(args, extra)
-    texts = {}
-    if args.json:
-        d = rep.to_dict()
-        d["meta"] = meta
-        texts[args.json] = json.dumps(_jsonable(d), indent=1, ensure_ascii=False) + "\n"
-    if args.csv:
-        texts[args.csv] = _csv_text([m.to_row() for m in rep.matrices])
-    _finish(args, texts, {
+    return {
         "spectral_decay": lambda: P.figure_spectral_decay(sp),
         "p_star_histogram": lambda: P.figure_p_star_histogram(rep),
         "T_ratio": lambda: P.figure_T_ratio(rep),
         "norms": lambda: P.figure_norms(rep),
         "prefix_depth": lambda: P.figure_prefix_depth(sp, opts),
-    })
+    }
+
+
+def _cmd_analyze(args):
+    if args.json:
+        _facts_in_background()
+    sp, rep, opts = _analyze_one(args.model, args)
+    texts = {}
+    if args.json:  # what the report says about the run (only the JSON report has it)
+        extra = {"model": args.model, "source": rep.source}
+        if not args.reproducible:
+            extra["timings_s"] = dict(rep.meta)
+        d = rep.to_dict()
+        d["meta"] = run_metadata(args, extra)
+        texts[args.json] = json.dumps(_jsonable(d), indent=1, ensure_ascii=False) + "\n"
+    if args.csv:
+        texts[args.csv] = _csv_text([m.to_row() for m in rep.matrices])
+    _finish(args, texts, _figures(sp, rep, opts) if args.plots is not None else {})
     _print_table(args, lambda: format_table(rep))
     return 0
