@@ -492,7 +492,7 @@ def detectable_delta_tau(design, power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3,
 
 def detectable_psi(rows, hypers, fixed=(), power: float = 0.8, deltas=(0.0, 0.1, 0.2, 0.3), icc: float = 0.5,
                    n_sim: int = 50, n_boot: int = 200, level: float = S.LEVEL, seed: int = 0, top=None) -> PowerResult:
-    """The power of the one-sample test ``Ψ > 0`` (Chapter 9's H6) against a planted ``τ = Δ``.
+    """The power of Chapter 9's one-sample test ``Ψ > 0`` (the within-axes ranking) against a planted ``τ = Δ``.
 
     As :func:`detectable_delta_tau` with one measure: per simulated grid, a gap and a measure from a
     Gaussian copula with ``ρ = sin(πΔ/2)`` and a share ``icc`` common to a configuration's seeds; the

@@ -294,7 +294,7 @@ def power_curve(design, deltas=POWER_DELTAS, paired: bool = True, seed: int = 0,
 
 
 def psi_power_curve(rows, hypers, fixed=(), deltas=POWER_DELTAS, seed: int = 0, **kw) -> C.PowerResult:
-    """:func:`bounds_lib.studies.controls.detectable_psi` (the power of H6's test ``Ψ > 0``) one planted
+    """:func:`bounds_lib.studies.controls.detectable_psi` (the power of Chapter 9's test ``Ψ > 0``) one planted
     effect at a time, the ``k``-th with generator seed ``seed + k`` as :func:`power_curve`. ``kw`` passes
     ``icc``, ``n_sim``, ``n_boot``, ``top``, ``power``."""
     d = check_array(deltas, "deltas (planted effects)", allow_empty=False)
