@@ -141,3 +141,56 @@ def test_the_stored_confound_tables_recompute(rows):
     inside = np.mean([lo <= p <= hi for p in perm])
     assert inside >= 0.8, inside
     assert k1 > 10 * hi  # μ_ours's 𝒦₁ is far above the floor (the page's reading)
+
+
+def _planted(L, eta, seed, reached, margin, steps=3000):
+    return {"config": {"L": L, "label_noise": eta, "seed": seed, "steps": steps}, "reached_target": reached,
+            "study": {"margin": margin}}
+
+
+def test_sensitivity_sets_on_planted_rows_keep_order_defaults_and_the_margin_rule():
+    rows = [_planted(1, 0.0, 0, True, 1.0), _planted(1, 0.05, 0, False, 0.0), _planted(2, 0.05, 0, True, 0.5),
+            _planted(2, 0.0, 0, False, -1.0), _planted(1, 0.0, 1, True, 0.0)]
+    budget = {"metadata": {"select": {"label_noise": [0.05]}},
+              "rows": [_planted(1, 0.05, 0, True, 0.3, steps=6000), _planted(2, 0.05, 0, True, 0.6, steps=6000)]}
+    sets = RR.sensitivity_sets(rows, budget)
+    # (a): an analysed model is kept whatever its margin; an excluded one only with a positive margin
+    assert [(r["config"]["L"], r["config"]["seed"], r["config"]["label_noise"]) for r in sets["a"]] == [
+        (1, 0, 0.0), (2, 0, 0.05), (1, 1, 0.0)]
+    assert sets["a_no_margin"] == 2
+    # (b): the arm's rows from the budget file, in the replication's order; the excluded outside the arm dropped
+    assert [(r["config"]["L"], r["config"]["seed"], r["config"]["steps"]) for r in sets["b"]] == [
+        (1, 0, 3000), (1, 0, 6000), (2, 0, 6000), (1, 1, 3000)]
+    assert sets["arm"] == 2 and sets["arm_reached"] == 2
+    # every row has the axes' defaults filled in (the teacher draw), as the analysis reads them
+    assert all(r["config"]["teacher_seed"] == 0 for k in ("a", "b") for r in sets[k])
+    budget["rows"][0]["reached_target"] = False
+    again = RR.sensitivity_sets(rows, budget)
+    assert again["arm_reached"] == 1 and len(again["b"]) == 3
+    with pytest.raises(ValueError, match=r"^the budget results name no arm \(metadata\['select'\] is empty\)$"):
+        RR.sensitivity_sets(rows, {**budget, "metadata": {}})
+
+
+def test_sensitivity_and_confound_tables_are_the_pieces_they_are_made_of(rows, budget):
+    raw = R.load_results("replication")["rows"]
+    sub = RR.sensitivity(raw, budget, n_boot=20)
+    sets = RR.sensitivity_sets(raw, budget)
+    assert {k: sub[k] for k in ("a_no_margin", "arm", "arm_reached")} == {
+        k: sets[k] for k in ("a_no_margin", "arm", "arm_reached")}
+    for k in ("a", "b"):
+        assert sub[k]["n_models"] == len(sets[k])
+        assert sub[k]["claims"] == RR.claims_sweeps(sets[k], (0,), 20)
+    names = ("B_ours", "n_params", "shuffled:B_ours")
+    conf = RR.confound_tables(rows, names=names, n_perm=6)
+    axes = RR.HYPERS + RR.FIXED
+    vs = C.gap_variance_by_axis(rows, axes=axes)
+    assert conf["shares"] == dict(vs.shares) and conf["marginal"] == dict(vs.marginal)
+    assert conf["residual"] == vs.residual and list(conf["cmi"]) == list(names)
+    for k in names:
+        v = V.measure_values(rows, k)
+        k1, best, _ = ST.conditional_mi(rows, v, axes=axes, k=1)
+        assert conf["cmi"][k] == [ST.conditional_mi(rows, v, axes=axes, k=0)[0], k1, list(best)]
+    ours = V.measure_values(rows, "B_ours")
+    floor = V.permutation_range([ST.conditional_mi(rows, C.shuffled_control(ours, s), axes=axes, k=1)[0]
+                                 for s in range(6)])
+    assert conf["cmi_floor"] == list(floor)
