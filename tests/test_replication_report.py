@@ -180,8 +180,10 @@ def test_sensitivity_and_confound_tables_are_the_pieces_they_are_made_of(rows, b
     for k in ("a", "b"):
         assert sub[k]["n_models"] == len(sets[k])
         assert sub[k]["claims"] == RR.claims_sweeps(sets[k], (0,), 20)
-    names = ("B_ours", "n_params", "shuffled:B_ours")
+    # the teacher draw's own indicator: 𝒦₁ = 0 only when the draw is among the conditioning axes
+    names = ("B_ours", "n_params", "shuffled:B_ours", "axis:teacher_seed")
     conf = RR.confound_tables(rows, names=names, n_perm=6)
+    assert conf["cmi"]["axis:teacher_seed"][1:] == [0.0, ["teacher_seed"]]
     axes = RR.HYPERS + RR.FIXED
     vs = C.gap_variance_by_axis(rows, axes=axes)
     assert conf["shares"] == dict(vs.shares) and conf["marginal"] == dict(vs.marginal)
@@ -194,3 +196,13 @@ def test_sensitivity_and_confound_tables_are_the_pieces_they_are_made_of(rows, b
     floor = V.permutation_range([ST.conditional_mi(rows, C.shuffled_control(ours, s), axes=axes, k=1)[0]
                                  for s in range(6)])
     assert conf["cmi_floor"] == list(floor)
+
+
+def test_the_stored_tables_were_made_with_the_functions_defaults():
+    import inspect
+
+    stored = RR.load_report()
+    default = lambda f, name: inspect.signature(f).parameters[name].default  # noqa: E731
+    assert default(RR.confound_tables, "n_perm") == stored["n_perm"]
+    assert default(RR.sensitivity, "n_boot") == default(RR.confirmatory_report, "n_boot") == stored["n_boot"]
+    assert default(RR.sensitivity, "seeds") == (0,)
