@@ -128,13 +128,19 @@ def test_a_stored_sensitivity_entry_recomputes_exactly(budget):
 
 
 def test_the_stored_confound_tables_recompute(rows):
+    # Least squares (LAPACK) and logarithms (SIMD) differ in the last bits between CPU kinds: measured
+    # 6e-15 relative with NumPy's AVX-512/AVX2 paths off and OpenBLAS as Haswell; compared at 1e-9.
+    tol = dict(rel=1e-9, abs=1e-12)
     stored = RR.load_report()["confound"]
     axes = RR.HYPERS + RR.FIXED
     vs = C.gap_variance_by_axis(rows, axes=axes)
-    assert stored["shares"] == dict(vs.shares) and stored["residual"] == vs.residual
+    assert stored["shares"] == pytest.approx(dict(vs.shares), **tol)
+    assert stored["residual"] == pytest.approx(vs.residual, **tol)
     v = V.measure_values(rows, "B_ours")
     k1, best, _ = ST.conditional_mi(rows, v, axes=axes, k=1)
-    assert stored["cmi"]["B_ours"] == [ST.conditional_mi(rows, v, axes=axes, k=0)[0], k1, list(best)]
+    k0 = ST.conditional_mi(rows, v, axes=axes, k=0)[0]
+    assert stored["cmi"]["B_ours"][:2] == pytest.approx([k0, k1], **tol)
+    assert stored["cmi"]["B_ours"][2] == list(best)
     # the floor is the central 95 % of 1000 permuted 𝒦₁: 40 of them recomputed, most inside it
     lo, hi = stored["cmi_floor"]
     perm = [ST.conditional_mi(rows, C.shuffled_control(v, s), axes=axes, k=1)[0] for s in range(40)]
