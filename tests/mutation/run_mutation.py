@@ -40,7 +40,7 @@ TESTS = {
     "orders": ["tests/test_orders.py"],
     "validation": ["tests/test_validation.py"],
     "scoring": ["tests/test_proxies_scoring.py", "tests/test_scoring_core.py", "tests/test_scoring_single_head.py",
-                "tests/test_proxies.py", "tests/test_named_mutants.py"],
+                "tests/test_proxies.py", "tests/test_named_mutants.py", "tests/test_scoring_paths.py"],
     "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
     "devices": ["tests/test_devices.py"],
     # one checkpoint's units over processes, threads, Dask; resuming; the lean factorization (issue 23)
