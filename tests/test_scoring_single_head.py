@@ -104,3 +104,41 @@ def test_every_field_against_a_direct_computation(act):
                            math.log(C["M"][l] * norm(mats["V"][l])), math.log(norm(mats["M"][l]))] for l in range(L)])
         # (the two summation orders of the core differ in the last bits only: no test here can tell them apart)
         assert math.isclose(P[key], log_edelman_bound(la, terms) / math.log(10), rel_tol=1e-12)
+
+
+def test_single_head_edelman_sums_in_the_flat_order_of_the_committed_results(monkeypatch):
+    """B_Edelman and B_11 of the single-head path use the ``"flat"`` order (the order of Chapters 7–8's stored
+    results, bit for bit); the multi-head path keeps ``"by_layer"``."""
+    from bounds_lib.analysis import single_head
+    from bounds_lib.theory.model import random_transformer
+
+    seen = []
+    real = single_head.log_edelman_bound
+
+    def spy(*args, **kw):
+        seen.append(kw.get("summation", "by_layer"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(single_head, "log_edelman_bound", spy)
+    single_head_proxies(random_transformer(3, 4, np.random.default_rng(0)))
+    assert seen == ["flat", "flat"]
+
+
+def test_a_weight_changed_after_construction_is_named_when_scored():
+    """Blocks hold writable arrays: a NaN written after the model was built is refused, naming the matrix type."""
+    model = SingleHeadTransformer(tuple(Block(np.eye(3), np.eye(3), np.eye(3)) for _ in range(2)), np.ones(3))
+    model.blocks[1].W_V[0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^W_V contains 1 NaN"):
+        single_head_proxies(model)
+
+
+def test_a_zero_matrix_scores_without_a_warning():
+    import warnings
+
+    N = 3
+    I, Z = np.eye(N), np.zeros((N, N))
+    model = SingleHeadTransformer((Block(Z, I, I), Block(I, I, I)), np.ones(N) / np.sqrt(N))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = single_head_proxies(model)
+    assert all(math.isfinite(P[k]) for k in ("B_ours_sum", "B_edelman", "B_11"))
