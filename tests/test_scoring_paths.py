@@ -112,6 +112,9 @@ def test_a_mixture_of_experts_with_a_matrix_missing_is_refused_with_the_count():
     with pytest.raises(ValueError) as err:
         score(short)
     assert str(err.value) == f"spectra hold {L * 10 - 1} matrices, expected {L * 10} for L={L}, H={H}, 3 experts"
+    two = moe_spectra(EXPERTS[:2])
+    with pytest.raises(ValueError, match=r", 2 experts$"):
+        score(ModelSpectra(two.arch, two.mode, two.dtype, two.matrices[:-1], two.source))
     dense = dense_twin(0)
     with pytest.raises(ValueError) as err:
         score(ModelSpectra(dense.arch, dense.mode, dense.dtype, dense.matrices[1:], dense.source))
