@@ -67,7 +67,7 @@ TESTS = {
     "pool": ["tests/test_pool_choice.py", "tests/test_stopping.py"],
     "cluster": ["tests/test_stopping.py", "tests/test_parallel.py"],
     "single_head": ["tests/test_scoring_single_head.py"],
-    "corrected": ["tests/test_theorem.py", "tests/test_named_mutants.py"],
+    "corrected": ["tests/test_theorem.py", "tests/test_named_mutants.py", "tests/test_corrected_bound.py"],
     "controls": ["tests/test_controls.py"],
     "ch3_witnesses": ["tests/test_witnesses.py"],
     # stopping signals held and raised where no lock is held (the CLI and the pool's waits)
