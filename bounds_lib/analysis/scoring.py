@@ -151,8 +151,7 @@ def posthoc_term(sigma, log_K: float, N: int, grid):
 
 
 def _rescaled(sigma, log_K):
-    """``(σ/c, log K + log c)`` when ``σ₁ > 2^400``, ``c`` the power of two with ``σ₁/c ∈ [1, 2)``
-    (:func:`posthoc_term`); else ``(sigma, log_K)`` themselves."""
+    """``(σ/c, log K + log c)``, ``c = 2^e`` with ``σ₁/c ∈ [1, 2)``, when ``σ₁ > 2^400`` (:func:`posthoc_term`)."""
     if sigma[0] > 2.0 ** 400:
         e = math.frexp(float(sigma[0]))[1] - 1
         return np.ldexp(sigma, -e), log_K + e * math.log(2.0)

@@ -47,7 +47,8 @@ TESTS = {
     "parallel": ["tests/test_parallel.py"],
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
     "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_architectures.py",
-                    "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py"],
+                    "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py",
+                    "tests/test_random_bert.py"],
     "theorem": ["tests/test_named_mutants.py", "tests/test_theorem.py"],
     "stats": ["tests/test_named_mutants.py", "tests/test_stats.py"],
     "results": ["tests/test_results.py"],
