@@ -211,3 +211,12 @@ def test_edelman_reads_log_alpha_as_a_column_or_a_scalar():
     vec = log_edelman_bound([0.1, -0.2], terms)
     assert log_edelman_bound(np.array([[0.1], [-0.2]]), terms) == pytest.approx(vec, rel=1e-15)
     assert log_edelman_bound(0.0, [[0.0, math.log(8.0)]]) == pytest.approx(1.5 * math.log(6.0), rel=1e-15)
+
+
+def test_a_scaled_spectrum_scales_its_values_and_both_norms():
+    """``MatrixSpectrum.scaled(s)`` (the logit scale of QK): σ, ‖·‖_{2,1} and ‖·‖_{1,1} all times ``s``."""
+    m = MatrixSpectrum(0, 1, "QK", (2, 2), np.array([3.0, 1.0]), 4.0, 5.0)
+    got = m.scaled(0.5)
+    assert got.sigma.tolist() == [1.5, 0.5] and (got.norm_21, got.norm_11) == (2.0, 2.5)
+    assert (got.layer, got.head, got.matrix_type, got.shape, got.expert) == (0, 1, "QK", (2, 2), None)
+    assert m.sigma.tolist() == [3.0, 1.0] and (m.norm_21, m.norm_11) == (4.0, 5.0)

@@ -63,7 +63,8 @@ TESTS = {
     # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
     "exercises": ["tests/test_exercises.py"],
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
-    "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py"],
+    "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py",
+               "tests/test_scoring_paths.py"],
     "units": ["tests/test_parallel.py", "tests/test_resume_content.py"],
     "pool": ["tests/test_pool_choice.py", "tests/test_stopping.py"],
     "cluster": ["tests/test_stopping.py", "tests/test_parallel.py"],
