@@ -64,7 +64,7 @@ TESTS = {
     "exercises": ["tests/test_exercises.py"],
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
     "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py",
-               "tests/test_scoring_paths.py", "tests/test_kernel_lean.py"],
+               "tests/test_scoring_paths.py", "tests/test_kernel.py"],
     "units": ["tests/test_parallel.py", "tests/test_resume_content.py"],
     "pool": ["tests/test_pool_choice.py", "tests/test_stopping.py"],
     "cluster": ["tests/test_stopping.py", "tests/test_parallel.py"],

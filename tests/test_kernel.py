@@ -1,4 +1,4 @@
-"""The lean (TSQR) path of one feed-forward part: the block size it is given and the error it raises.
+"""The analysis kernel: the lean (TSQR) path of one feed-forward part, head products, labels.
 
 ``part_spectra(..., lean=True)`` factors ``M_in`` / ``M_out`` by blocked TSQR in blocks of at most
 ``chunk_bytes`` — the caller's, so that every worker blocks alike and gives the same bits. These tests
@@ -81,3 +81,40 @@ def test_norms_beyond_float64_on_the_lean_path_name_layer_matrix_and_precision(t
         with pytest.raises(ValueError) as err:
             KERNEL.part_spectra(source, arch, 1, "M_in", lean=True, dtype="float64", cache=cache)
         assert str(err.value) == msg
+
+
+def _explicit(A, B, groups):
+    """σ, (2,1) and (1,1) norms of every ``A_h B_{g(h)}ᵀ`` formed explicitly (the reference)."""
+    out = []
+    for h, g in enumerate(groups):
+        P = A[h] @ B[g].T
+        out.append((np.linalg.svd(P, compute_uv=False), np.linalg.norm(P, axis=0).sum(), np.abs(P).sum()))
+    return out
+
+
+@pytest.mark.parametrize("H, G, groups", [(2, 2, [1, 0]), (2, 3, [0, 1]), (3, 3, [2, 2, 0]), (4, 2, [0, 0, 1, 1])])
+@pytest.mark.parametrize("N", [2, 5])
+def test_head_products_follow_the_group_map_whatever_the_number_of_groups(H, G, groups, N):
+    """Each head is paired with the group the map names — a permutation of as many groups as heads, the
+    first heads of more groups than heads, repeated groups — never with "its own" index; N = H included
+    (the number of rows of a block is not the number of heads)."""
+    rng = np.random.default_rng(H * 10 + G + N)
+    d = 2 if N > 2 else 1
+    A, B = rng.standard_normal((H, N, d)), rng.standard_normal((G, N, d))
+    sigma, n21, n11 = KERNEL.head_product_spectra(A, B, groups)
+    assert sigma.shape == (H, d)
+    for h, (s, a, b) in enumerate(_explicit(A, B, groups)):
+        np.testing.assert_allclose(sigma[h], s[:d], rtol=1e-12)
+        assert n21[h] == pytest.approx(a, rel=1e-12) and n11[h] == pytest.approx(b, rel=1e-12)
+    _, _, none = KERNEL.head_product_spectra(A, B, groups, entrywise=False)
+    assert np.isnan(none).all() and none.shape == (H,)
+
+
+def test_labels_name_layer_matrix_head_and_expert():
+    s = np.array([1.0])
+    MS = KERNEL.MatrixSpectrum
+    assert MS(3, 5, "QK", (4, 4), s, 1.0, 1.0).label() == "L3.QK.h5"
+    assert MS(0, 0, "V", (4, 4), s, 1.0, 1.0).label() == "L0.V.h0"
+    assert MS(3, -1, "M_in", (4, 2), s, 1.0, 1.0).label() == "L3.M_in"
+    assert MS(3, -1, "M_out", (2, 4), s, 1.0, 1.0, 2).label() == "L3.M_out.e2"
+    assert MS(1, -1, "M_in", (4, 2), s, 1.0, 1.0, 0).label() == "L1.M_in.e0"
