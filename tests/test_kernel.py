@@ -118,3 +118,151 @@ def test_labels_name_layer_matrix_head_and_expert():
     assert MS(3, -1, "M_in", (4, 2), s, 1.0, 1.0).label() == "L3.M_in"
     assert MS(3, -1, "M_out", (2, 4), s, 1.0, 1.0, 2).label() == "L3.M_out.e2"
     assert MS(1, -1, "M_in", (4, 2), s, 1.0, 1.0, 0).label() == "L1.M_in.e0"
+
+
+# --------------------------------------------------------------------------------------------
+# One layer and one part: defaults, forwarding, extreme weights in the paper mode
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gqa(tmp_path_factory):
+    """``(source, arch, lw)``: a tiny grouped-query checkpoint (3 query heads, 1 key/value group) in float64."""
+    from bounds_lib.checkpoints import iter_layers
+
+    folder = write_tiny(tmp_path_factory.mktemp("gqa") / "llama", "llama", seed=5, N=12, H=3, Hkv=1, F=20, L=1)
+    source = open_checkpoint(folder)
+    arch = detect_architecture(source)
+    lw, = iter_layers(source, arch, dtype=np.float64)
+    return source, arch, lw
+
+
+def _by_label(mats):
+    return {m.label(): m for m in mats}
+
+
+@pytest.mark.parametrize("field, matrix_type", [("Wq", "QK"), ("Wk", "QK"), ("Wv", "V"), ("Wo", "V")])
+def test_paper_mode_with_one_side_beyond_the_safe_range_scales_back_exactly(gqa, field, matrix_type):
+    """Paper mode factors the released products; when one projection lies beyond 2^±16 it is scaled by a
+    power of two first, each head paired with its own key group (QK) or its own output rows (Ṽ), and the
+    power is undone once: the spectra are the unscaled ones times 2^40 (both sides scaled: 2^80)."""
+    from dataclasses import replace
+
+    _, _, lw = gqa
+    ref = _by_label(KERNEL.layer_spectra(lw, "paper"))
+    for fields, k in (((field,), 40), (("Wq", "Wk") if matrix_type == "QK" else ("Wv", "Wo"), 80)):
+        big = replace(lw, **{f: getattr(lw, f) * 2.0 ** 40 for f in fields})
+        got = _by_label(KERNEL.layer_spectra(big, "paper"))
+        for label, m in got.items():
+            r = ref[label]
+            scale = 2.0 ** k if m.matrix_type == matrix_type else 1.0
+            np.testing.assert_allclose(m.sigma, r.sigma * scale, rtol=1e-12, atol=1e-12 * r.sigma[0] * scale)
+            assert m.norm_21 == pytest.approx(r.norm_21 * scale, rel=1e-12)
+            assert m.norm_11 == pytest.approx(r.norm_11 * scale, rel=1e-12)
+
+
+@pytest.mark.parametrize("what", ["heads", "dense"])
+def test_spectra_beyond_float64_are_refused_naming_layer_matrix_and_precision(gqa, what):
+    """Products beyond float64 (QK with W_Q·2^1000, W_K·2^100; M_in's (1,1) norm with its entries
+    ·2^1020) are one error naming the layer, the matrix and the precision, also when the (1,1) norms
+    are not computed (their NaN does not hide an infinite σ)."""
+    from dataclasses import replace
+
+    _, _, lw = gqa
+    if what == "heads":
+        big, kind = replace(lw, Wq=lw.Wq * 2.0 ** 1000, Wk=lw.Wk * 2.0 ** 100), "QK"
+    else:
+        big, kind = replace(lw, M_in=lw.M_in * 2.0 ** 1020), "M_in"
+    msg = (f"layer 0 {kind}: singular values or norms exceed the float64 range (weights too large to analyse, "
+           "computed in float64)")
+    for mode in KERNEL.MODES:
+        for entrywise in (True, False):
+            with pytest.raises(ValueError) as err:
+                KERNEL.layer_spectra(big, mode, entrywise=entrywise)
+            assert str(err.value) == msg
+
+
+def test_layer_defaults_steps_and_mode_check(gqa):
+    """By default the (1,1) norms are computed; ``on_step`` hears each group's name once, in order; an
+    unknown mode is refused naming the modes."""
+    _, _, lw = gqa
+    steps = []
+    mats = KERNEL.layer_spectra(lw, on_step=steps.append)
+    assert steps == ["QK", "V", "M_in", "M_out"]
+    assert all(np.isfinite(m.norm_11) for m in mats)
+    assert all(np.isnan(m.norm_11) for m in KERNEL.layer_spectra(lw, entrywise=False) if m.head >= 0)
+    with pytest.raises(ValueError) as err:
+        KERNEL.layer_spectra(lw, "exact")
+    assert str(err.value) == f"mode must be one of {KERNEL.MODES}, got 'exact'"
+
+
+def test_a_part_defaults_to_the_dense_path_with_its_one_one_norms(gqa, monkeypatch):
+    source, arch, _ = gqa
+    seen = _spy(monkeypatch)
+    for part in ("attention", "M_in", "M_out"):
+        mats = KERNEL.part_spectra(source, arch, 0, part)
+        assert all(np.isfinite(m.norm_11) for m in mats)
+    assert seen == []
+
+
+def test_the_lean_attention_forwards_mode_norms_cache_and_device_and_holds_one_group(gqa, monkeypatch):
+    """Factored lean, the attention part gives the dense part's numbers bit for bit in both modes, with
+    and without the (1,1) norms; each half holds only its own projections; a cache serves a second call
+    and the device reaches every SVD."""
+    source, arch, _ = gqa
+    held, calls = [], []
+    layer, heads = KERNEL.layer_spectra, KERNEL._head_spectra
+
+    def spy_layer(lw, *a, **k):
+        held.append((k.get("attention"), *(getattr(lw, f) is None for f in ("Wq", "Wk", "Wv", "Wo"))))
+        return layer(lw, *a, **k)
+
+    def spy_heads(*a):
+        calls.append(a[0])
+        return heads(*a)
+
+    monkeypatch.setattr(KERNEL, "layer_spectra", spy_layer)
+    monkeypatch.setattr(KERNEL, "_head_spectra", spy_heads)
+    for mode in KERNEL.MODES:
+        for entrywise in (True, False):
+            dense = KERNEL.part_spectra(source, arch, 0, "attention", mode=mode, entrywise=entrywise)
+            held.clear()
+            lean = KERNEL.part_spectra(source, arch, 0, "attention", mode=mode, entrywise=entrywise, lean=True)
+            assert held == [(("QK",), False, False, True, True), (("V",), True, True, False, False)]
+            assert [m.label() for m in lean] == [m.label() for m in dense]
+            for a, b in zip(lean, dense):
+                np.testing.assert_array_equal(a.sigma, b.sigma)
+                # the paper mode's explicit products give the (1,1) norms in any case
+                assert (a.norm_21, np.isnan(a.norm_11)) == (b.norm_21, mode == "clean" and not entrywise)
+                assert np.isnan(a.norm_11) or a.norm_11 == b.norm_11
+    cache = SpectraCache()
+    KERNEL.part_spectra(source, arch, 0, "attention", lean=True, cache=cache)
+    calls.clear()
+    KERNEL.part_spectra(source, arch, 0, "attention", lean=True, cache=cache)
+    assert calls == []
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_the_device_reaches_every_dense_svd(gqa, monkeypatch, lean):
+    """``device="torch-cpu"`` reaches the paper mode's per-head SVDs and the feed-forward SVD (the dense
+    path; the lean path factors M_in/M_out by TSQR on the CPU, its small factor included)."""
+    pytest.importorskip("torch")
+    from bounds_lib.analysis import devices
+
+    source, arch, _ = gqa
+    seen = []
+    svd = KERNEL.svdvals
+
+    def spy(W, device=None):
+        seen.append(device)
+        return svd(W, device)
+
+    monkeypatch.setattr(KERNEL, "svdvals", spy)
+    torch_cpu = devices.resolve_device("torch-cpu")
+    for part in ("attention", "M_in", "M_out"):
+        seen.clear()
+        KERNEL.part_spectra(source, arch, 0, part, mode="paper", device="torch-cpu", lean=lean)
+        if part == "attention" or not lean:
+            assert seen == [torch_cpu] * (3 * 2 if part == "attention" else 1)
+        else:  # the TSQR's small triangular factor, on the CPU
+            assert seen == [None]
