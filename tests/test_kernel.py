@@ -266,3 +266,14 @@ def test_the_device_reaches_every_dense_svd(gqa, monkeypatch, lean):
             assert seen == [torch_cpu] * (3 * 2 if part == "attention" else 1)
         else:  # the TSQR's small triangular factor, on the CPU
             assert seen == [None]
+
+
+def test_a_spectrum_is_float64_and_read_only_whatever_it_was_made_from():
+    """σ given as a list of integers, a float32 array or a writeable float64 array is held as a read-only
+    float64 view: a spectrum shared by a cache cannot be changed through any holder."""
+    for given in ([3, 1], np.array([3.0, 1.0], dtype=np.float32), np.array([3.0, 1.0])):
+        m = KERNEL.MatrixSpectrum(0, -1, "M_in", (2, 2), given, 4.0, 4.0)
+        assert m.sigma.dtype == np.float64 and m.sigma.tolist() == [3.0, 1.0]
+        assert not m.sigma.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            m.sigma[0] = 0.0
