@@ -65,7 +65,7 @@ TESTS = {
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
     "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py",
                "tests/test_scoring_paths.py", "tests/test_kernel.py"],
-    "units": ["tests/test_parallel.py", "tests/test_resume_content.py"],
+    "units": ["tests/test_parallel.py", "tests/test_resume_content.py", "tests/test_units.py"],
     "pool": ["tests/test_pool_choice.py", "tests/test_stopping.py"],
     "cluster": ["tests/test_stopping.py", "tests/test_parallel.py"],
     "single_head": ["tests/test_scoring_single_head.py"],
