@@ -1,4 +1,4 @@
-"""How a worker reopens a checkpoint (``bounds_lib.analysis.units._Opener``), in this process.
+"""One work unit in this process: how a worker reopens a checkpoint, computes, times and stores a unit.
 
 A worker process is handed an ``_Opener`` (storage kind, absolute file paths, config, description,
 identity), never the open source. It opens each checkpoint once per process and keeps it; it refuses a
@@ -79,3 +79,98 @@ def test_a_file_the_worker_cannot_see_is_one_error_naming_the_machine_and_the_fi
                               "same path on every worker (a shared file system)")
     assert UNITS._OPENED == {}
     assert json.loads(opener.config_json) == source.config
+
+
+# --------------------------------------------------------------------------------------------
+# One unit: what it is computed with, where it is stored, what it reports
+# --------------------------------------------------------------------------------------------
+
+
+def _task(source, **kw):
+    from bounds_lib.checkpoints import detect_architecture
+
+    fields = dict(opener=UNITS._opener(source), arch=detect_architecture(source), layer=1, part="M_in",
+                  mode="clean", dtype="float64", entrywise=True)
+    return UNITS.UnitTask(**{**fields, **kw})
+
+
+def test_a_unit_is_computed_with_every_setting_of_its_task(checkpoints, monkeypatch):
+    source = open_checkpoint(checkpoints["safetensors"])
+    seen = []
+
+    def spy(src, arch, layer, part, **kw):
+        seen.append((src, arch, layer, part, kw))
+        return []
+
+    monkeypatch.setattr(UNITS, "part_spectra", spy)
+    task = _task(source, part="attention", mode="paper", dtype="float32", entrywise=False, device="torch-cpu",
+                 lean=True, chunk_bytes=4096)
+    cache = object()
+    UNITS.run_unit(task, source, cache)
+    assert seen == [(source, task.arch, 1, "attention", dict(mode="paper", dtype="float32", entrywise=False,
+                                                             device="torch-cpu", lean=True, chunk_bytes=4096,
+                                                             cache=cache))]
+
+
+def test_only_a_worker_processes_first_unit_is_timed_from_its_start(checkpoints, monkeypatch):
+    """``first_task_started`` (what ``plan_pool`` learns a worker's start-up from) is the wall time at which
+    a worker process began its first unit; later units and units run in the caller's process have none."""
+    import time
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    task = _task(source)
+    monkeypatch.setattr(UNITS, "_STARTED", [])
+    assert UNITS.run_unit(task, source)["first_task_started"] is None  # in the caller's process
+    assert UNITS._STARTED == []
+    before = time.time()
+    first = UNITS.run_unit(task)  # a worker: opens the checkpoint itself
+    assert before <= first["first_task_started"] <= time.time()
+    assert UNITS.run_unit(task)["first_task_started"] is None
+    assert first["computed"] and not first["stored"]
+
+
+def test_a_worker_stores_only_into_a_resume_folder_it_can_see(checkpoints, tmp_path):
+    source = open_checkpoint(checkpoints["safetensors"])
+    assert UNITS._worker_store(_task(source)) is None
+    assert UNITS._worker_store(_task(source, resume=str(tmp_path / "not made"))) is None
+    (tmp_path / "made" / "units").mkdir(parents=True)
+    (tmp_path / "bare").mkdir()
+    store = UNITS._worker_store(_task(source, resume=str(tmp_path / "made")))
+    assert isinstance(store, UNITS._ResumeFolder) and store.folder == tmp_path / "made"
+    assert UNITS._worker_store(_task(source, resume=str(tmp_path / "bare"))) is None  # no units/ in it
+
+
+def test_a_resume_folder_that_cannot_be_made_or_written_is_one_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "a file").write_text("")
+    with pytest.raises(ValueError) as err:
+        UNITS._ResumeFolder(tmp_path / "a file" / "resume")
+    assert str(err.value) == f"resume folder {tmp_path / 'a file' / 'resume'}: cannot be created (Not a directory)"
+    monkeypatch.setattr(UNITS.os, "access", lambda path, mode: False)
+    with pytest.raises(ValueError) as err:
+        UNITS._ResumeFolder(tmp_path / "read-only")
+    assert str(err.value) == f"resume folder {tmp_path / 'read-only'}: is not writable"
+
+
+def test_the_peak_memory_is_vmhwm_in_bytes_or_getrusage_without_proc(monkeypatch):
+    import resource
+    from pathlib import Path
+
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("no /proc/self/status here")
+    before = [int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:")][0]
+    got = UNITS._maxrss_bytes()
+    after = [int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:")][0]
+    assert type(got) is int and before * 1024 <= got <= after * 1024
+
+    class NoProc:
+        def __init__(self, *a):
+            pass
+
+        def read_text(self):
+            raise OSError("no /proc")
+
+    monkeypatch.setattr(UNITS, "Path", NoProc)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got = UNITS._maxrss_bytes()
+    assert type(got) is int and peak * 1024 <= got <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
