@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bounds_lib.analysis import units as UNITS
+from bounds_lib.analysis.cache import SpectraCache
 from bounds_lib.analysis.cluster import ClusterError
 from bounds_lib.checkpoints import open_checkpoint
 from bounds_lib.checkpoints.formats import SafetensorsSource, TorchBinSource
@@ -174,3 +175,85 @@ def test_the_peak_memory_is_vmhwm_in_bytes_or_getrusage_without_proc(monkeypatch
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = UNITS._maxrss_bytes()
     assert type(got) is int and peak * 1024 <= got <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def test_a_unit_stored_by_a_worker_is_served_from_its_resume_folder_with_every_field(checkpoints, tmp_path,
+                                                                                      monkeypatch):
+    """A worker that reaches the resume folder stores each unit it computes and reports it stored; asked for
+    that unit again (Dask reruns a task whose worker died) it loads it and reports it loaded — the same
+    matrices, nothing computed, no timing. Both results hold exactly the fields the caller reads."""
+    import os
+    import time
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    (tmp_path / "units").mkdir()
+    monkeypatch.setattr(UNITS, "_STARTED", [True])  # a worker past its first unit
+    task = _task(source, part="attention", resume=str(tmp_path), key="k" * 40)
+    t0 = time.perf_counter()
+    done = UNITS.run_unit(task)
+    elapsed = time.perf_counter() - t0
+    assert set(done) == {"matrices", "computed", "stored", "seconds", "host", "pid", "maxrss", "first_task_started"}
+    assert (done["computed"], done["stored"], done["first_task_started"]) == (True, True, None)
+    assert 0 < done["seconds"] <= elapsed
+    assert (done["host"], done["pid"], type(done["maxrss"])) == (UNITS._hostname(), os.getpid(), int)
+    assert (tmp_path / "units" / f"{task.key}.npz").is_file()
+
+    def no_compute(*a, **k):
+        raise AssertionError("a stored unit was computed again")
+
+    monkeypatch.setattr(UNITS, "_compute", no_compute)
+    again = UNITS.run_unit(task)
+    assert set(again) == {"matrices", "computed", "stored", "first_task_started"}
+    assert (again["computed"], again["stored"], again["first_task_started"]) == (False, True, None)
+    assert [m.label() for m in again["matrices"]] == [m.label() for m in done["matrices"]]
+    for a, b in zip(again["matrices"], done["matrices"]):
+        assert (a.layer, a.head, a.matrix_type, a.shape, a.expert) == (b.layer, b.head, b.matrix_type, b.shape, None)
+        np.testing.assert_array_equal(a.sigma, b.sigma)
+        assert (a.norm_21, a.norm_11) == (b.norm_21, b.norm_11)
+
+
+def test_the_unit_log_has_one_line_per_computed_unit(checkpoints, tmp_path, monkeypatch):
+    import os
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    log = tmp_path / "units.jsonl"
+    monkeypatch.setenv("BOUNDS_LIB_UNIT_LOG", str(log))
+    outs = [UNITS.run_unit(_task(source, layer=layer, part=part), source)
+            for layer, part in ((0, "M_out"), (1, "attention"))]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines == [{"layer": 0, "part": "M_out", "host": UNITS._hostname(), "pid": os.getpid(),
+                      "seconds": round(outs[0]["seconds"], 4), "maxrss": outs[0]["maxrss"]},
+                     {"layer": 1, "part": "attention", "host": UNITS._hostname(),
+                      "pid": os.getpid(), "seconds": round(outs[1]["seconds"], 4), "maxrss": outs[1]["maxrss"]}]
+    monkeypatch.delenv("BOUNDS_LIB_UNIT_LOG")
+    UNITS.run_unit(_task(source), source)
+    assert len(log.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("in_worker, threads", [(True, 2), (True, None), (False, 2)])
+def test_a_worker_process_limits_blas_to_its_share_of_the_cores(checkpoints, monkeypatch, in_worker, threads):
+    """Only a worker process (no source shared by the caller) with a thread count sets BLAS's limit."""
+    import contextlib
+
+    import threadpoolctl
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    limits, caches = [], []
+
+    @contextlib.contextmanager
+    def spy_limits(*a, **k):
+        limits.append((a, k))
+        yield
+
+    compute = UNITS._compute
+
+    def spy_compute(src, task, cache=None):
+        caches.append(cache)
+        return compute(src, task, cache)
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", spy_limits)
+    monkeypatch.setattr(UNITS, "_compute", spy_compute)
+    cache = SpectraCache()
+    UNITS.run_unit(_task(source, blas_threads=threads), None if in_worker else source, cache)
+    assert limits == ([((2,), {"user_api": "blas"})] if in_worker and threads else [])
+    assert caches == [cache]
