@@ -257,3 +257,78 @@ def test_a_worker_process_limits_blas_to_its_share_of_the_cores(checkpoints, mon
     UNITS.run_unit(_task(source, blas_threads=threads), None if in_worker else source, cache)
     assert limits == ([((2,), {"user_api": "blas"})] if in_worker and threads else [])
     assert caches == [cache]
+
+
+# --------------------------------------------------------------------------------------------
+# What a unit is: its steps, whether it goes lean, its cost, the identity of its checkpoint
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_steps_of_a_unit_are_the_groups_it_reports():
+    assert UNITS.unit_steps("attention") == ("QK", "V")
+    assert UNITS.unit_steps("M_in") == ("M_in",) and UNITS.unit_steps(("M_out", 2)) == ("M_out",)
+
+
+def test_going_lean_is_decided_on_the_units_own_estimate(checkpoints, monkeypatch):
+    """The estimate asked for is the unit's own (its part, working precision, stored tensors, layer); the
+    attention goes lean on any device, a feed-forward matrix only on the CPU (TSQR runs there)."""
+    from bounds_lib.checkpoints import detect_architecture
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    spec = detect_architecture(source)
+    asked = []
+    estimate = UNITS.unit_memory_estimate
+
+    def spy(*a, **k):
+        asked.append((a, k))
+        return estimate(*a, **k)
+
+    monkeypatch.setattr(UNITS, "unit_memory_estimate", spy)
+    assert UNITS.lean_unit(spec, "M_out", "float32", source=source, layer=1, budget=1)
+    assert asked == [((spec, "M_out", "float32"), {"source": source, "layer": 1})]
+    for device in (None, "cpu"):
+        assert UNITS.lean_unit(spec, "M_in", "float64", device=device, budget=1)
+    for device in ("cuda", "torch-cpu"):
+        assert not UNITS.lean_unit(spec, "M_in", "float64", device=device, budget=1)
+        assert UNITS.lean_unit(spec, "attention", "float64", device=device, budget=1)
+
+
+def test_a_feed_forward_units_cost_is_read_from_its_stored_tensors(checkpoints, monkeypatch):
+    from bounds_lib.checkpoints import detect_architecture
+
+    source = open_checkpoint(checkpoints["safetensors"])
+    spec = detect_architecture(source)
+    asked = []
+    size = UNITS._ffn_size
+
+    def spy(*a, **k):
+        asked.append((a, k))
+        return size(*a, **k)
+
+    monkeypatch.setattr(UNITS, "_ffn_size", spy)
+    UNITS.unit_flops(spec, "M_in", source=source, layer=1)
+    assert asked == [((spec, "M_in", "float64", source, 1), {})]
+
+
+def test_the_checkpoint_identity_changes_with_a_files_time_or_size_alone(checkpoints, tmp_path):
+    """A worker keeps the checkpoints it opened; one re-saved with the same first MiB (a change past the
+    header of a large file) is told apart by its size or modification time."""
+    import os
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(checkpoints["safetensors"], folder)
+    weights = folder / "model.safetensors"
+    source = open_checkpoint(folder)  # the identity reads each file's state when it is asked
+    first = UNITS._checkpoint_identity(source)
+    assert UNITS._checkpoint_identity(source) == first
+    st = os.stat(weights)
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    moved = UNITS._checkpoint_identity(source)
+    assert moved != first
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert UNITS._checkpoint_identity(source) == first
+    with open(weights, "ab") as fh:
+        fh.write(b" ")
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert UNITS._checkpoint_identity(source) != first
