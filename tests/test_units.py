@@ -332,3 +332,33 @@ def test_the_checkpoint_identity_changes_with_a_files_time_or_size_alone(checkpo
         fh.write(b" ")
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert UNITS._checkpoint_identity(source) != first
+
+
+def test_the_opener_keeps_the_sources_own_description(checkpoints):
+    source = open_checkpoint(checkpoints["safetensors"])
+    named = SafetensorsSource(source.files, source.config, "my fine-tune (from the Hub)")
+    assert UNITS._opener(named).description == "my fine-tune (from the Hub)"
+
+
+def test_a_lean_estimate_from_stored_tensors_counts_their_precision_capped_by_the_working_one(checkpoints, tmp_path):
+    """A float64 checkpoint factored lean in float32 is read as float32 (the working precision caps the
+    stored one); the estimate is a whole number of bytes."""
+    from safetensors.numpy import load_file, save_file
+
+    from bounds_lib.checkpoints import detect_architecture
+
+    folder = tmp_path / "f64"
+    folder.mkdir()
+    tensors = load_file(checkpoints["safetensors"] / "model.safetensors")
+    save_file({k: v.astype(np.float64) for k, v in tensors.items()}, folder / "model.safetensors")
+    (folder / "config.json").write_text((checkpoints["safetensors"] / "config.json").read_text())
+    source = open_checkpoint(folder)
+    spec = detect_architecture(source)
+    N, F = spec.hidden, spec.d_ff
+    k = min(N, F)
+    for dtype, stored in (("float32", 4), ("float64", 8)):
+        s = np.dtype(dtype).itemsize
+        got = UNITS.unit_memory_estimate(spec, "M_in", dtype, lean=True, source=source, layer=1)
+        assert type(got) is int and got == int(1.5 * stored * N * F) + 3 * s * k * k + UNITS._CHUNK_BYTES
+        dense = UNITS.unit_memory_estimate(spec, "M_in", dtype, source=source, layer=1)
+        assert type(dense) is int and dense == s * (2 * N * F + k * k)
