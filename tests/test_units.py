@@ -264,6 +264,18 @@ def test_a_worker_process_limits_blas_to_its_share_of_the_cores(checkpoints, mon
 # --------------------------------------------------------------------------------------------
 
 
+def _calls(monkeypatch, name):
+    """The ``(args, kwargs)`` of every call of ``UNITS.<name>`` from now on (the calls still go through)."""
+    calls, real = [], getattr(UNITS, name)
+
+    def spy(*a, **k):
+        calls.append((a, k))
+        return real(*a, **k)
+
+    monkeypatch.setattr(UNITS, name, spy)
+    return calls
+
+
 def test_the_steps_of_a_unit_are_the_groups_it_reports():
     assert UNITS.unit_steps("attention") == ("QK", "V")
     assert UNITS.unit_steps("M_in") == ("M_in",) and UNITS.unit_steps(("M_out", 2)) == ("M_out",)
@@ -276,14 +288,7 @@ def test_going_lean_is_decided_on_the_units_own_estimate(checkpoints, monkeypatc
 
     source = open_checkpoint(checkpoints["safetensors"])
     spec = detect_architecture(source)
-    asked = []
-    estimate = UNITS.unit_memory_estimate
-
-    def spy(*a, **k):
-        asked.append((a, k))
-        return estimate(*a, **k)
-
-    monkeypatch.setattr(UNITS, "unit_memory_estimate", spy)
+    asked = _calls(monkeypatch, "unit_memory_estimate")
     assert UNITS.lean_unit(spec, "M_out", "float32", source=source, layer=1, budget=1)
     assert asked == [((spec, "M_out", "float32"), {"source": source, "layer": 1})]
     for device in (None, "cpu"):
@@ -298,14 +303,7 @@ def test_a_feed_forward_units_cost_is_read_from_its_stored_tensors(checkpoints, 
 
     source = open_checkpoint(checkpoints["safetensors"])
     spec = detect_architecture(source)
-    asked = []
-    size = UNITS._ffn_size
-
-    def spy(*a, **k):
-        asked.append((a, k))
-        return size(*a, **k)
-
-    monkeypatch.setattr(UNITS, "_ffn_size", spy)
+    asked = _calls(monkeypatch, "_ffn_size")
     UNITS.unit_flops(spec, "M_in", source=source, layer=1)
     assert asked == [((spec, "M_in", "float64", source, 1), {})]
 
