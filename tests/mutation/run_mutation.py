@@ -79,6 +79,34 @@ TESTS = {
     "corrected": ["tests/test_theorem.py", "tests/test_named_mutants.py", "tests/test_corrected_bound.py"],
     "controls": ["tests/test_controls.py"],
     "ch3_witnesses": ["tests/test_witnesses.py"],
+    # the falsification harness, exactly (its power against the chapters' weakened bounds: tests/test_checks.py)
+    "harness": ["tests/test_harness.py", "tests/test_checks.py::test_falsification_counts_and_worst",
+                "tests/test_checks.py::test_adversarial_search_finds_the_maximum",
+                "tests/test_checks.py::test_falsify_and_power_check"],
+    # Chapter 1's check: the ratios' closed forms, the search's shape and its power (one 30 s search)
+    "ch1_norms": ["tests/test_checks_ch1.py", "tests/test_checks.py::test_norm_inequality_closed_forms",
+                  "tests/test_norms_boundaries.py", "tests/test_checks.py::test_norm_inequalities_power"],
+    # Chapters 2, 4, 5: each check's own tests (random draws, searches with power, the one-line checks)
+    "ch2_split": ["tests/test_checks.py::test_split_random_and_nondegenerate",
+                  "tests/test_checks.py::test_split_optimiser_power",
+                  "tests/test_checks_statements.py::test_split_check_holds_and_fails_on_a_wrong_bound_or_without_weakening"],
+    "ch4_peeling": [f"tests/test_checks.py::{t}" for t in (
+        "test_shell_falsification_has_power", "test_rounding_lemma_falsification_has_power",
+        "test_shell_inflation_defaults_and_validation", "test_rounding_ratio_closed_forms",
+        "test_alpha_objective_uses_each_kind_of_radius",
+        "test_rounding_ratio_reads_p_and_p_prime_from_their_coordinates",
+        "test_shell_inflation_messages")]
+    + ["tests/test_checks_statements.py::test_shells_hold_and_dyadic_shells_passed_off_as_the_lemma_are_caught"],
+    "ch5_theorem": [f"tests/test_checks.py::{t}" for t in (
+        "test_log_factor_lemma_holds_and_the_search_has_power", "test_log_factors_closed_form",
+        "test_frobenius_row_is_attained_and_the_weakened_row_fails")]
+    + [f"tests/test_checks_statements.py::{t}" for t in (
+        "test_theorem_constants_hold_and_a_wrong_constant_is_caught",
+        "test_theorem_constants_read_the_library_log_theta",
+        "test_regime_slopes_hold_and_a_wrong_frobenius_term_is_caught",
+        "test_orders_in_depth_hold_and_a_swapped_table_is_caught",
+        "test_log_factor_check_holds_and_an_old_factor_inside_the_band_is_caught",
+        "test_theorem_constants_report_what_they_checked")],
     # stopping signals held and raised where no lock is held (the CLI and the pool's waits)
     "interrupts": ["tests/test_interrupts.py"],
     "replication_report": ["tests/test_replication_report.py"],
@@ -97,7 +125,9 @@ PATHS = {
     "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
     "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool", "cluster": "analysis.cluster",
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
-    "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts",
+    "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts", "harness": "checks.harness",
+    "ch1_norms": "checks.ch1_norms", "ch2_split": "checks.ch2_split", "ch4_peeling": "checks.ch4_peeling",
+    "ch5_theorem": "checks.ch5_theorem",
     "replication_report": "studies.replication_report",
 }
 
