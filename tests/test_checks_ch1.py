@@ -67,3 +67,36 @@ def test_the_defaults_are_4000_draws_two_starts_a_4_by_5_matrix_and_4000_iterati
     out = CH1.falsify_norm_inequalities(np.random.default_rng(3))
     assert all(f.trials == 4000 for f in out)
     assert {(s.shape, m) for s, m, _ in recorded["search"]} == {((2, 20), 4000)}
+
+
+class _Recording:
+    """A ``numpy.random.Generator`` that records what each draw asked for and returned."""
+
+    def __init__(self, seed):
+        self.rng, self.calls = np.random.default_rng(seed), []
+
+    def __getattr__(self, name):
+        def draw(*args, **kwargs):
+            out = getattr(self.rng, name)(*args, **kwargs)
+            self.calls.append((name, args, kwargs, out))
+            return out
+        return draw
+
+
+def test_each_draw_is_the_documented_one(recorded):
+    """Shape ``integers(1, 40)`` per side, rank ``integers(1, min + 1)``, Gaussian factors, scale ``10^U(−3, 3)``:
+    every matrix the ratios see is rebuilt from the draws recorded."""
+    rng = _Recording(4)
+    CH1.falsify_norm_inequalities(rng, trials=50, restarts=0)
+    calls = rng.calls
+    assert len(calls) == 5 * 50 + len(NORM_INEQUALITIES)  # then one (empty) draw of starts per inequality
+    assert all(c[:3] == ("standard_normal", ((0, 20),), {}) for c in calls[5 * 50:])
+    for t, (W, _) in enumerate(recorded["W"]):
+        shape, rank, left, right, scale = calls[5 * t: 5 * t + 5]
+        assert shape[:3] == ("integers", (1, 40), {"size": 2})
+        l, m = (int(x) for x in shape[3])
+        assert rank[:3] == ("integers", (1, min(l, m) + 1), {}) and rank[3] >= 1
+        rk = int(rank[3])
+        assert left[:3] == ("standard_normal", ((l, rk),), {}) and right[:3] == ("standard_normal", ((rk, m),), {})
+        assert scale[:3] == ("uniform", (-3, 3), {})
+        np.testing.assert_array_equal(W, left[3] @ right[3] * 10.0 ** scale[3])
