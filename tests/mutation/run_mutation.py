@@ -90,7 +90,7 @@ TESTS = {
     "ch1_norms": ["tests/test_checks_ch1.py", "tests/test_checks.py::test_norm_inequality_closed_forms",
                   "tests/test_norms_boundaries.py"],
     # Chapters 2, 4, 5: each check's own tests (random draws, searches with power, the one-line checks)
-    "ch2_split": ["tests/test_checks.py::test_split_random_and_nondegenerate",
+    "ch2_split": ["tests/test_checks_ch2.py", "tests/test_checks.py::test_split_random_and_nondegenerate",
                   "tests/test_checks.py::test_split_optimiser_power",
                   "tests/test_checks_statements.py::test_split_check_holds_and_fails_on_a_wrong_bound_or_without_weakening"],
     "ch4_peeling": [f"tests/test_checks.py::{t}" for t in (
@@ -100,7 +100,7 @@ TESTS = {
         "test_rounding_ratio_reads_p_and_p_prime_from_their_coordinates",
         "test_shell_inflation_messages")]
     + ["tests/test_checks_statements.py::test_shells_hold_and_dyadic_shells_passed_off_as_the_lemma_are_caught"],
-    "ch5_theorem": [f"tests/test_checks.py::{t}" for t in (
+    "ch5_theorem": ["tests/test_checks_ch5.py"] + [f"tests/test_checks.py::{t}" for t in (
         "test_log_factor_lemma_holds_and_the_search_has_power", "test_log_factors_closed_form",
         "test_frobenius_row_is_attained_and_the_weakened_row_fails")]
     + [f"tests/test_checks_statements.py::{t}" for t in (
