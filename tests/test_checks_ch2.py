@@ -44,6 +44,16 @@ def test_at_p_0_a_numerical_zero_is_allowed_its_slack():
     assert small["tail_schatten"][0] == pytest.approx(0.2 / math.sqrt(0.09 * 2 + (RANK_RTOL * 2) ** 2 * 2), rel=1e-14)
 
 
+def test_the_rank_counts_only_values_above_its_threshold_with_sigma_1_floored_at_1():
+    # k = 2, σ₁ = 1: the threshold is RANK_RTOL·2·1 = 2e-10; a value exactly there is a numerical zero
+    at, above = (CH2._split_ratios(np.array([[1.0, v]]), np.array([0.5]), np.array([0.0]), 2, 1.0)["rank"][0]
+                 for v in (2e-10, 3e-10))
+    assert RANK_RTOL * 2 * 1.0 == 2e-10 and at == 1.0 and above == 0.5  # r1 = 1 over S_0 = 1, then 2
+    # the slack of a tail at p = 0 with σ₁ = 1: (RANK_RTOL·2·1)²·2
+    r = CH2._split_ratios(np.array([[1.0, 1e-12]]), np.array([1e-10]), np.array([0.0]), 2, 1.0)
+    assert r["tail_schatten"][0] == pytest.approx(1e-12 / math.sqrt(1e-20 + (RANK_RTOL * 2) ** 2 * 2), rel=1e-12)
+
+
 # --- the random matrices ------------------------------------------------------------------------------------
 
 
@@ -56,7 +66,7 @@ class _Recording:
     def __getattr__(self, name):
         def draw(*args, **kwargs):
             out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs, out))
+            self.calls.append((name, args, kwargs, out.copy() if isinstance(out, np.ndarray) else out))  # as drawn
             return out
         return draw
 
@@ -123,13 +133,16 @@ def test_the_search_maps_a_vector_to_a_sorted_spectrum_a_threshold_below_sigma_1
     assert [(d["name"], d["trials"], d["restarts"], d["maxiter"], d["method"]) for d in searches] == [
         (f"split: {key} (τ < σ₁, optimiser) ÷1.2", 9, 2, 13, "Powell") for key in ("rank", "tail_dim", "tail_schatten")]
     assert [f.name for f in out] == [d["name"] for d in searches]
-    x = np.array([0.5, 40.0, -1.0, -40.0, 0.3, -0.7])  # two log-σ beyond the ±30 clip
-    s = np.sort(np.exp(np.clip(x[:4], -30, 30)))[::-1][None, :]
-    tau = s[:, 0] * (1 - CH2.TAU_GAP) / (1 + math.exp(-0.3))
-    p = np.array([2.0 / (1 + math.exp(0.7))])
-    want = CH2._split_ratios(s, tau, p, 4, 1.2)
-    for d, key in zip(searches, ("rank", "tail_dim", "tail_schatten")):
-        assert d["ratio"](x) == want[key][0]
+    for x in ([0.5, 40.0, -1.0, -40.0, 0.3, -0.7],    # two log-σ beyond the ±30 clip
+              [-30.5] * 4 + [0.3, -0.7],             # all just below it (there the slack decides)
+              [-35.0, -40.0, -40.0, -50.0, 0.3, -0.7]):
+        x = np.array(x)
+        s = np.sort(np.exp(np.clip(x[:4], -30, 30)))[::-1][None, :]
+        tau = s[:, 0] * (1 - CH2.TAU_GAP) / (1 + math.exp(-0.3))
+        p = np.array([2.0 / (1 + math.exp(0.7))])
+        want = CH2._split_ratios(s, tau, p, 4, 1.2)
+        for d, key in zip(searches, ("rank", "tail_dim", "tail_schatten")):
+            assert d["ratio"](x) == want[key][0]
     draws = [searches[0]["sample"](np.random.default_rng(i)) for i in range(300)]
     assert all(v.shape == (6,) for v in draws) and 1.3 < np.std(draws) < 1.7 and abs(np.mean(draws)) < 0.15
 
@@ -150,8 +163,10 @@ def runs(monkeypatch):
     state = {"calls": [], "level": {}}
 
     def make(kind, n, trials):
-        v = state["level"].get(kind, 0.5)
-        return [Falsification(f"{kind} {i}", np.full(trials, v)) for i in range(n)]
+        v = state["level"].get(kind, 0.5)  # one level for all three, or one per bound (a tuple: the ratios)
+        v = v if isinstance(v, list) else [v] * n
+        return [Falsification(f"{kind} {i}", np.array(v[i]) if isinstance(v[i], tuple) else np.full(trials, v[i]))
+                for i in range(n)]
 
     def fs(rng, trials, nondegenerate=False, weaken=1.0):
         state["calls"].append(("random", trials, nondegenerate, weaken))
@@ -196,6 +211,11 @@ def test_check_split_defaults(runs):
     ({"opt": 1.1, "weak": 1.5, "weak_opt": 1.5}, ["none found by the optimiser"]),
     ({"weak_opt": 1.5}, ["power: random draws break the rank bound / 1.1"]),
     ({"weak": 1.5}, ["power: the optimiser breaks all three bounds / 1.1"]),
+    # each of the three bounds counts: the tail (dimension) one attained alone, the optimiser missing the rank bound
+    ({"nd": [0.5, 1.0, 0.5], "weak": 1.5, "weak_opt": 1.5},
+     ["with tau < sigma_1 the tail bounds are not attained at random"]),
+    ({"weak": 1.5, "weak_opt": [0.5, 1.5, 1.5]}, ["power: the optimiser breaks all three bounds / 1.1"]),
+    ({"weak": [(0.5, 1.5), 0.5, 0.5], "weak_opt": 1.5}, []),  # one violation of the rank bound ÷ 1.1 is power
 ])
 def test_check_split_says_which_claim_fails(runs, levels, failed):
     runs["level"].update(levels)
