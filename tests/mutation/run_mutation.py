@@ -93,6 +93,14 @@ TESTS = {
     "ch2_split": ["tests/test_checks_ch2.py", "tests/test_checks.py::test_split_random_and_nondegenerate",
                   "tests/test_checks.py::test_split_optimiser_power",
                   "tests/test_checks_statements.py::test_split_check_holds_and_fails_on_a_wrong_bound_or_without_weakening"],
+    # Chapter 3, single head: every check on recorded runs, every ratio rebuilt apart (under 2 s), and the
+    # fast tests of the claims; the searches with power (5-35 s each) stay in the suite
+    "ch3_single_head": ["tests/test_checks_ch3.py", "tests/test_checks.py::test_block_ratio_reads_the_qk_shape",
+                        "tests/test_checks.py::test_check_parameter_perturbation_says_which_claim_fails",
+                        "tests/test_checks_statements.py::test_softmax_check_holds_and_a_constant_below_one_is_caught",
+                        "tests/test_checks_statements.py::test_composition_claims_name_each_failure"],
+    "ch3_multihead": ["tests/test_checks_ch3_multihead.py",
+                      "tests/test_checks_statements.py::test_multihead_gamma_optimiser_claims"],
     "ch4_peeling": [f"tests/test_checks.py::{t}" for t in (
         "test_shell_falsification_has_power", "test_rounding_lemma_falsification_has_power",
         "test_shell_inflation_defaults_and_validation", "test_rounding_ratio_closed_forms",
@@ -130,7 +138,8 @@ PATHS = {
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
     "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts", "harness": "checks.harness",
     "ch1_norms": "checks.ch1_norms", "ch2_split": "checks.ch2_split", "ch4_peeling": "checks.ch4_peeling",
-    "ch5_theorem": "checks.ch5_theorem",
+    "ch5_theorem": "checks.ch5_theorem", "ch3_single_head": "checks.ch3_single_head",
+    "ch3_multihead": "checks.ch3_multihead",
     "replication_report": "studies.replication_report",
 }
 
