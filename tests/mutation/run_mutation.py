@@ -101,7 +101,7 @@ TESTS = {
                         "tests/test_checks_statements.py::test_composition_claims_name_each_failure"],
     "ch3_multihead": ["tests/test_checks_ch3_multihead.py",
                       "tests/test_checks_statements.py::test_multihead_gamma_optimiser_claims"],
-    "ch4_peeling": [f"tests/test_checks.py::{t}" for t in (
+    "ch4_peeling": ["tests/test_checks_ch4.py"] + [f"tests/test_checks.py::{t}" for t in (
         "test_shell_falsification_has_power", "test_rounding_lemma_falsification_has_power",
         "test_shell_inflation_defaults_and_validation", "test_rounding_ratio_closed_forms",
         "test_alpha_objective_uses_each_kind_of_radius",
