@@ -9,6 +9,7 @@ import pytest
 
 from bounds_lib.checks import ch1_norms as CH1
 from bounds_lib.theory.norms import NORM_INEQUALITIES
+from recording import Recording
 
 
 @pytest.fixture
@@ -69,24 +70,11 @@ def test_the_defaults_are_4000_draws_two_starts_a_4_by_5_matrix_and_4000_iterati
     assert {(s.shape, m) for s, m, _ in recorded["search"]} == {((2, 20), 4000)}
 
 
-class _Recording:
-    """A ``numpy.random.Generator`` that records what each draw asked for and returned."""
-
-    def __init__(self, seed):
-        self.rng, self.calls = np.random.default_rng(seed), []
-
-    def __getattr__(self, name):
-        def draw(*args, **kwargs):
-            out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs, out))
-            return out
-        return draw
-
 
 def test_each_draw_is_the_documented_one(recorded):
     """Shape ``integers(1, 40)`` per side, rank ``integers(1, min + 1)``, Gaussian factors, scale ``10^U(−3, 3)``:
     every matrix the ratios see is rebuilt from the draws recorded."""
-    rng = _Recording(4)
+    rng = Recording(4)
     CH1.falsify_norm_inequalities(rng, trials=50, restarts=0)
     calls = rng.calls
     assert len(calls) == 5 * 50 + len(NORM_INEQUALITIES)  # then one (empty) draw of starts per inequality

@@ -12,6 +12,7 @@ import pytest
 from bounds_lib.checks import ch2_split as CH2
 from bounds_lib.checks.harness import Falsification
 from bounds_lib.theory.norms import RANK_RTOL
+from recording import Recording, record_searches
 
 # --- the three ratios ---------------------------------------------------------------------------------------
 
@@ -57,26 +58,13 @@ def test_the_rank_counts_only_values_above_its_threshold_with_sigma_1_floored_at
 # --- the random matrices ------------------------------------------------------------------------------------
 
 
-class _Recording:
-    """A generator recording each draw's method, arguments and result."""
-
-    def __init__(self, seed):
-        self.rng, self.calls = np.random.default_rng(seed), []
-
-    def __getattr__(self, name):
-        def draw(*args, **kwargs):
-            out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs, out.copy() if isinstance(out, np.ndarray) else out))  # as drawn
-            return out
-        return draw
-
 
 @pytest.mark.parametrize("nondegenerate", [False, True])
 def test_each_batch_is_rebuilt_from_its_draws(monkeypatch, nondegenerate):
     seen = []
     real = CH2._split_ratios
     monkeypatch.setattr(CH2, "_split_ratios", lambda *a: seen.append(a) or real(*a))
-    rng = _Recording(7)
+    rng = Recording(7)
     out = CH2.falsify_split(rng, trials=1050, nondegenerate=nondegenerate, weaken=1.5)
     assert len(seen) == 11  # ⌈1050 / 100⌉ batches of 100
     calls, planted = list(rng.calls), 0
@@ -115,17 +103,10 @@ def test_the_names_and_the_defaults_of_the_random_draws(monkeypatch):
 # --- the optimiser's search ---------------------------------------------------------------------------------
 
 
+
 @pytest.fixture
 def searches(monkeypatch):
-    seen = []
-
-    def falsify(name, ratio, sample, rng, trials, restarts, maxiter, method):
-        seen.append(dict(name=name, ratio=ratio, sample=sample, trials=trials, restarts=restarts, maxiter=maxiter,
-                         method=method))
-        return Falsification(name, np.array([0.5]))
-
-    monkeypatch.setattr(CH2, "falsify", falsify)
-    return seen
+    return record_searches(monkeypatch, CH2)
 
 
 def test_the_search_maps_a_vector_to_a_sorted_spectrum_a_threshold_below_sigma_1_and_p_in_0_2(searches):

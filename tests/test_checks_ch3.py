@@ -12,6 +12,7 @@ from bounds_lib.checks import ch3_single_head as CH3
 from bounds_lib.checks.harness import Falsification
 from bounds_lib.theory import model as M
 from bounds_lib.theory import propagation as P
+from recording import Recording, record_compositions, record_searches
 
 
 def _f(name, *ratios):
@@ -166,13 +167,7 @@ def test_the_parameter_check_says_which_claim_fails(record, which, level, failed
 
 
 def test_the_composition_check_runs_the_whole_network_then_w_qk_alone_from_its_own_seed(monkeypatch):
-    calls = []
-
-    def fake(rng, **kw):
-        calls.append((rng.bit_generator.state, kw))
-        return _f("c", 1.5 if kw.get("weaken") or kw.get("softmax_const") else 0.5)
-
-    monkeypatch.setattr(CH3, "falsify_composition", fake)
+    calls = record_compositions(monkeypatch, CH3, "falsify_composition")
     rng = np.random.default_rng(3)
     state0 = rng.bit_generator.state
     r = CH3.check_composition(rng, qk_seed=11, trials=7, restarts=2)
@@ -290,17 +285,10 @@ def test_with_nothing_perturbed_both_ratios_are_zero():
 # --- the optimisers' settings, names and draws -----------------------------------------------------------
 
 
+
 @pytest.fixture
 def searches(monkeypatch):
-    seen = []
-
-    def falsify(name, ratio, sample, rng, trials, restarts, maxiter):
-        seen.append(dict(name=name, ratio=ratio, sample=sample, trials=trials, restarts=restarts, maxiter=maxiter))
-        k = len(seen)
-        return Falsification(name, np.array([k, k + 0.5]), np.array([10.0 * k]))
-
-    monkeypatch.setattr(CH3, "falsify", falsify)
-    return seen
+    return record_searches(monkeypatch, CH3)
 
 
 def test_the_layer_search_runs_every_token_count_and_gain(searches):
@@ -354,26 +342,9 @@ def test_the_network_searches_run_every_depth_and_draw_log_eps_in_minus_8_to_min
 # --- the random draws, rebuilt from a recording generator -----------------------------------------------
 
 
-class _Recording:
-    """A generator recording each draw's method, arguments and result (in order)."""
-
-    def __init__(self, seed):
-        self.rng, self.calls = np.random.default_rng(seed), []
-
-    def __getattr__(self, name):
-        def draw(*args, **kwargs):
-            out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs, out))
-            return out
-        return draw
-
-    def take(self, n):
-        out, self.calls = self.calls[:n], self.calls[n:]
-        return out
-
 
 def test_softmax_draws_are_rebuilt_batch_by_batch():
-    rng = _Recording(2)
+    rng = Recording(2)
     f = CH3.falsify_softmax(rng, trials=1200, softmax_const=0.8)
     ratios = []
     while rng.calls:
@@ -391,7 +362,7 @@ def test_softmax_draws_are_rebuilt_batch_by_batch():
 
 
 def test_logit_draws_are_rebuilt_batch_by_batch():
-    rng = _Recording(3)
+    rng = Recording(3)
     f = CH3.falsify_logits(rng, trials=700)
     ratios = []
     while rng.calls:
@@ -412,7 +383,7 @@ def test_logit_draws_are_rebuilt_batch_by_batch():
 
 
 def test_layer_draws_are_rebuilt_batch_by_batch():
-    rng = _Recording(4)
+    rng = Recording(4)
     f = CH3.falsify_layer_lipschitz(rng, trials=1100, softmax_const=0.9)
     ratios, acts = [], []
     i = 0
@@ -449,7 +420,7 @@ def test_the_draws_default_to_ten_thousand():
 
 
 def test_parameter_draws_come_in_batches_of_50_networks_and_use_the_released_gamma_when_asked():
-    rng = _Recording(5)
+    rng = Recording(5)
     f = CH3.falsify_parameter_perturbation(rng, trials=120)
     firsts = [c for c in rng.calls if c[0] == "integers" and c[1] == (1, 6)]
     assert len(firsts) == 3 and f.trials == 120 and f.name == "network parameter perturbation"

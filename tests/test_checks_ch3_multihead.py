@@ -11,6 +11,7 @@ from bounds_lib.checks import ch3_multihead as MH
 from bounds_lib.checks.harness import Falsification
 from bounds_lib.theory import propagation as P
 from bounds_lib.theory.model import MULTI_HEAD_MATRIX_TYPES, project_rows
+from recording import Recording, record_compositions, record_searches
 
 TYPES = MULTI_HEAD_MATRIX_TYPES
 
@@ -136,17 +137,10 @@ def test_the_composition_ratio_is_rebuilt_apart(perturb):
 # --- the optimisers' settings, names and draws ------------------------------------------------------------
 
 
+
 @pytest.fixture
 def searches(monkeypatch):
-    seen = []
-
-    def falsify(name, ratio, sample, rng, trials, restarts, maxiter):
-        seen.append(dict(name=name, ratio=ratio, sample=sample, trials=trials, restarts=restarts, maxiter=maxiter))
-        k = len(seen)
-        return Falsification(name, np.array([k, k + 0.5]), np.array([10.0 * k]))
-
-    monkeypatch.setattr(MH, "falsify", falsify)
-    return seen
+    return record_searches(monkeypatch, MH)
 
 
 def test_the_layer_search_runs_every_token_count_and_activation(searches):
@@ -281,13 +275,7 @@ def test_the_gamma_optimiser_check_runs_each_type_then_its_weakening(monkeypatch
 
 
 def test_the_composition_check_runs_its_four_searches_from_their_seeds(monkeypatch):
-    calls = []
-
-    def fake(rng, **kw):
-        calls.append((rng.bit_generator.state, kw))
-        return _f("c", 1.5 if kw.get("weaken") or kw.get("softmax_const") else 0.5)
-
-    monkeypatch.setattr(MH, "falsify_multihead_composition", fake)
+    calls = record_compositions(monkeypatch, MH, "falsify_multihead_composition")
     r = MH.check_multihead_composition(seed=3, qk_seed=4, trials=6, qk_trials=5, restarts=1)
     s3, s4 = np.random.default_rng(3).bit_generator.state, np.random.default_rng(4).bit_generator.state
     kw = {"depths": (1, 2), "acts": ("3tanh",), "trials": 6, "restarts": 1}
@@ -304,20 +292,9 @@ def test_the_composition_check_runs_its_four_searches_from_their_seeds(monkeypat
 # --- the random draws of γ ----------------------------------------------------------------------------------
 
 
-class _Recording:
-    def __init__(self, seed):
-        self.rng, self.calls = np.random.default_rng(seed), []
-
-    def __getattr__(self, name):
-        def draw(*args, **kwargs):
-            out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs, out.copy() if isinstance(out, np.ndarray) else out))
-            return out
-        return draw
-
 
 def test_gamma_draws_come_in_batches_of_50_with_their_matrix_type():
-    rng = _Recording(8)
+    rng = Recording(8)
     f, keys = MH.falsify_multihead_gamma(rng, trials=120)
     starts = [i for i, c in enumerate(rng.calls) if c[0] == "integers" and c[1] == (2, 6)]
     assert len(starts) == 3 and f.trials == 120 and keys.shape == (120,) and f.name == "multi-head γ"

@@ -13,6 +13,7 @@ import pytest
 from bounds_lib.checks import ch5_theorem as CH5
 from bounds_lib.checks.harness import Falsification
 from bounds_lib.theory.peeling import log_term, posthoc_grid
+from recording import Recording
 
 
 @pytest.fixture
@@ -94,17 +95,6 @@ def test_a_flat_spectrum_attains_the_row_exactly(parts):
     assert parts[0]["ratio"](np.array([0.0, 0.0, 0.0, 0.0, 0.0, 2.0])) == pytest.approx(1.0, abs=1e-12)
 
 
-class _Recording:
-    def __init__(self, seed):
-        self.rng, self.calls = np.random.default_rng(seed), []
-
-    def __getattr__(self, name):
-        def draw(*args, **kwargs):
-            out = getattr(self.rng, name)(*args, **kwargs)
-            self.calls.append((name, args, kwargs))
-            return out
-        return draw
-
 
 def test_the_draws_are_wide_log_spectra_three_in_ten_near_flat_and_log_k_in_minus_3_to_12(parts):
     CH5.falsify_frobenius_row(np.random.default_rng(0), Ns=(5,))
@@ -116,7 +106,7 @@ def test_the_draws_are_wide_log_spectra_three_in_ten_near_flat_and_log_k_in_minu
     assert -3 <= lk.min() < -2.8 and 11.8 < lk.max() <= 12
     kinds = set()
     for seed in range(20):  # both kinds of draw: wide, and near-flat
-        rec = _Recording(seed)
+        rec = Recording(seed)
         sample(rec)
         names = [c[0] for c in rec.calls]
         kinds.add(len(names))
