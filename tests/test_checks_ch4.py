@@ -90,3 +90,45 @@ def test_check_shells_runs_four_inflations_at_the_depth_asked(monkeypatch):
     with pytest.raises(ValueError) as e:
         CH4.check_shells(np.random.default_rng(0), L=1)
     assert str(e.value) == "L (number of layers) == 1, must be >= 2"
+
+
+def _shells(monkeypatch, **runs):
+    """``falsify_shell_inflation`` replaced: its four calls return ``runs`` (dyadic, geometric, tight, weak)."""
+    base = dict(dyadic=Falsification("d", np.array([2.5, 2.6, 2.7])), geometric=Falsification("g", np.array([0.5])),
+                tight=Falsification("t", np.array([0.9995]), np.array([0.9999])),
+                weak=Falsification("w", np.array([0.9]), np.array([1.05])))
+    base.update(runs)
+    order = iter(["dyadic", "geometric", "tight", "weak"])
+    monkeypatch.setattr(CH4, "falsify_shell_inflation", lambda *a, **k: base[next(order)])
+    return CH4.check_shells(np.random.default_rng(0), L=4)
+
+
+def test_check_shells_claims_detail_and_values(monkeypatch):
+    r = _shells(monkeypatch)
+    assert r.holds and r.name == "shells at L = 4"
+    assert [c for c, _ in r.claims] == ["dyadic shells break e^3", "shells of ratio 1 + 1/L keep alpha within e^3",
+                                        "the product reaches rho^k", "power: rho^k / 1.1 is broken by the optimiser"]
+    np.testing.assert_array_equal(r.values["inflation_dyadic"], np.exp(3 * np.array([2.5, 2.6, 2.7])))
+    np.testing.assert_array_equal(r.values["inflation_geometric"], np.exp(3 * np.array([0.5])))
+    assert [r.values[k].name for k in ("dyadic", "geometric", "tight", "weakened")] == ["d", "g", "t", "w"]
+    assert r.detail == (f"median inflation of alpha^(0): dyadic {np.exp(7.8):.3g}, 1 + 1/L {np.exp(1.5):.3g} "
+                        f"(e^3 = {np.e ** 3:.3g})")
+
+
+def _f(*ratios, adv=()):
+    return Falsification("x", np.array(ratios, dtype=float), np.array(adv, dtype=float))
+
+
+@pytest.mark.parametrize("runs, failed", [
+    (dict(dyadic=_f(0.5, 0.5, 1.5)), ["dyadic shells break e^3"]),                  # broken, but not by much
+    (dict(dyadic=_f(np.log(1000.5) / 3)), []),                                       # one draw, inflation 1000.5
+    (dict(geometric=_f(0.5, 1.1)), ["shells of ratio 1 + 1/L keep alpha within e^3"]),
+    (dict(tight=_f(0.9, adv=[1.01])), ["the product reaches rho^k"]),                # reached, but broken
+    (dict(tight=_f(0.9, adv=[0.999])), ["the product reaches rho^k"]),               # not quite reached
+    (dict(weak=_f(0.9, adv=[0.95])), ["power: rho^k / 1.1 is broken by the optimiser"]),
+    (dict(weak=_f(1.0, adv=[1.05])), []),                                            # random draws at the bound
+    (dict(weak=_f(1.5, adv=[1.05])), ["power: rho^k / 1.1 is broken by the optimiser"]),  # the draws did it
+])
+def test_check_shells_says_which_claim_fails(monkeypatch, runs, failed):
+    assert _shells(monkeypatch, **runs).failed == failed
+
