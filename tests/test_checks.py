@@ -302,6 +302,17 @@ def test_multihead_gamma_optimiser_reaches_one_and_breaks_the_weakened_gamma(whi
 
 
 @pytest.mark.slow  # optimiser runs
+def test_multihead_gamma_m_out_with_three_tanh_holds_its_linear_growth_constant():
+    """γ_Mout = B_φ·C(M_in) with B_φ = 3 for φ = 3·tanh: with B_φ = 1 in its place (as once) this search found
+    ratios near 3 — a false violation; with it, the bound holds and is approached where tanh is linear."""
+    from bounds_lib.checks import adversarial_multihead_gamma
+    kw = dict(act="3tanh", trials=60, restarts=1, maxiter=1500)
+    f = adversarial_multihead_gamma(np.random.default_rng(0), "M_out", **kw)
+    w = adversarial_multihead_gamma(np.random.default_rng(0), "M_out", weaken=1.1, **kw)
+    assert f.violations == 0 and f.worst_ratio > 0.95 and w.violations > 0
+
+
+@pytest.mark.slow  # optimiser runs
 def test_composition_qk_isolated_finds_a_wrong_softmax_constant():
     from bounds_lib.checks import falsify_composition, falsify_multihead_composition
     kw = dict(trials=40, restarts=1, depths=(1,), perturb=("QK",))

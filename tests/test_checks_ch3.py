@@ -25,12 +25,13 @@ def _f(name, *ratios):
 @pytest.fixture
 def record(monkeypatch):
     """Replace named functions of the module by recorders returning ``levels[name]`` (a Falsification) per call."""
-    state = {"calls": [], "levels": {}}
+    state = {"calls": [], "levels": {}, "rngs": []}
 
     def patch(*names):
         for name in names:
             def fake(*args, _name=name, **kwargs):
                 state["calls"].append((_name, args[1:], kwargs))
+                state["rngs"].append(args[0] if args else "no generator")
                 level = state["levels"].get((_name, len([c for c in state["calls"] if c[0] == _name])),
                                             state["levels"].get(_name, 0.5))
                 return level if isinstance(level, Falsification) else _f(_name, *np.atleast_1d(level))
@@ -61,6 +62,7 @@ def test_the_softmax_check_draws_logits_then_runs_the_constant_and_its_tenth_les
 
 @pytest.mark.parametrize("jac, random, weak, trials, failed", [
     (1.0 + 1e-13, 1.0, 1.2, 2, []),                                        # within the 1e-12 slack, at the bound
+    (1.0 * (1 + 1e-12), 1.0 + 1e-9, 1.2, 2, []),                           # both at their slack exactly
     (1.0 + 1e-11, 1.0, 1.2, 2, ["Jacobian norm <= c at 3 points"]),
     (0.5, 1.0 + 2e-9, 1.2, 2, ["no difference quotient above c in 2 draws"]),
     (0.5, 0.5, 1.0, 2, ["power: c / 1.1 is broken"]),
@@ -85,8 +87,10 @@ def test_the_softmax_check_defaults_and_its_points_checked(record, monkeypatch):
 def test_the_logits_check_counts_the_violations_of_the_weakened_bound(record):
     state = record("falsify_logits")
     state["levels"]["falsify_logits"] = _f("l", 0.5, 0.95, 1.0)
-    r = CH3.check_logits(np.random.default_rng(0), trials=3, weaken=1.04)
-    assert state["calls"][0][2] == {"trials": 3}
+    rng = np.random.default_rng(0)
+    r = CH3.check_logits(rng, trials=3, weaken=1.04)
+    assert state["calls"][0][2] == {"trials": 3} and state["rngs"] == [rng]
+    assert list(r.values) == ["random", "weak_violations"] and r.values["random"] is state["levels"]["falsify_logits"]
     assert r.name == "bilinear logits" and r.holds and r.values["weak_violations"] == 1  # 1.04 · 0.95 < 1 < 1.04
     assert [c for c, _ in r.claims] == ["no violation in 3 draws", "power: the same draws break the bound / 1.04"]
     assert r.detail == "worst ratio 1.000000; 1 violations of the bound / 1.04"
@@ -97,12 +101,18 @@ def test_the_logits_check_counts_the_violations_of_the_weakened_bound(record):
     assert state["calls"][-1][2] == {"trials": 2}
     state["levels"]["falsify_logits"] = _f("l", 1.0 + 1e-12)
     assert CH3.check_logits(np.random.default_rng(0), trials=1).failed == ["no violation in 1 draws"]
+    state["levels"]["falsify_logits"] = _f("l", 0.5)  # weakened exactly onto the bound: not a violation
+    assert CH3.check_logits(np.random.default_rng(0), trials=1, weaken=2.0).values["weak_violations"] == 0
+    CH3.check_logits(np.random.default_rng(0))
+    assert state["calls"][-1][2] == {"trials": 10_000}
 
 
 def test_the_layer_check_runs_four_searches_in_order(record):
     state = record("falsify_layer_lipschitz", "adversarial_layer_lipschitz")
     state["levels"][("adversarial_layer_lipschitz", 2)] = _f("of", 1.5)
-    r = CH3.check_layer_lipschitz(np.random.default_rng(0), trials=1, false_const=0.3, tokens=(3,), restarts=1)
+    rng = np.random.default_rng(0)
+    r = CH3.check_layer_lipschitz(rng, trials=1, false_const=0.3, tokens=(3,), restarts=1)
+    assert len(state["rngs"]) == 4 and all(g is rng for g in state["rngs"])
     assert [(c[0], c[2]) for c in state["calls"]] == [
         ("falsify_layer_lipschitz", {"trials": 1, "softmax_const": 1.0}),
         ("falsify_layer_lipschitz", {"trials": 1, "softmax_const": 0.3}),
@@ -134,7 +144,11 @@ def test_the_parameter_check_runs_five_searches_in_order(record):
     state = record("falsify_parameter_perturbation", "adversarial_parameter_perturbation")
     state["levels"].update({("adversarial_parameter_perturbation", 3): 1.5,
                             ("adversarial_parameter_perturbation", 4): 1.5})
-    r = CH3.check_parameter_perturbation(np.random.default_rng(0), trials=1)
+    rng = np.random.default_rng(0)
+    r = CH3.check_parameter_perturbation(rng, trials=1)
+    assert len(state["rngs"]) == 5 and all(g is rng for g in state["rngs"])
+    assert list(r.values) == ["random", "optimiser", "qk", "qk_c_quarter", "weakened"]
+    assert r.values["qk_c_quarter"].worst_ratio == 1.5 and r.values["random"].name == "falsify_parameter_perturbation"
     assert [(c[0], c[2]) for c in state["calls"]] == [
         ("falsify_parameter_perturbation", {"trials": 1, "softmax_const": 1.0}),
         ("adversarial_parameter_perturbation", {}),
@@ -292,8 +306,10 @@ def searches(monkeypatch):
 
 
 def test_the_layer_search_runs_every_token_count_and_gain(searches):
-    f = CH3.adversarial_layer_lipschitz(np.random.default_rng(0), softmax_const=0.25, weaken=1.1, tokens=(2, 5),
+    rng = np.random.default_rng(0)
+    f = CH3.adversarial_layer_lipschitz(rng, softmax_const=0.25, weaken=1.1, tokens=(2, 5),
                                         qs=(0.5, 2.0), N=3, trials=7, restarts=1, maxiter=9, qk="indefinite")
+    assert all(s["rng"] is rng for s in searches)
     assert [(s["name"], s["trials"], s["restarts"], s["maxiter"]) for s in searches] == [("Λ", 7, 1, 9)] * 4
     assert f.name == "layer Lipschitz Λ, optimiser (c = 0.25, ÷1.1)"
     assert f.ratios.tolist() == [1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5] and f.adversarial.tolist() == [10, 20, 30, 40]
@@ -315,8 +331,11 @@ def test_the_layer_search_runs_every_token_count_and_gain(searches):
     ("falsify_composition", "compose", [(1, "identity"), (1, "tanh"), (2, "identity"), (2, "tanh")]),
 ])
 def test_the_network_searches_run_every_depth_and_draw_log_eps_in_minus_8_to_minus_2(searches, fn, name, grid):
-    f = getattr(CH3, fn)(np.random.default_rng(0), softmax_const=0.5, weaken=1.1, N=2, T=3, trials=5, restarts=1,
+    rng = np.random.default_rng(0)
+    f = getattr(CH3, fn)(rng, softmax_const=0.5, weaken=1.1, N=2, T=3, trials=5, restarts=1,
                          maxiter=11, perturb=("QK",))
+    assert all(s["rng"] is rng for s in searches)
+    assert f.ratios.tolist() == [v for k in range(1, len(grid) + 1) for v in (k, k + 0.5)]
     assert [(s["name"], s["trials"], s["restarts"], s["maxiter"]) for s in searches] == [(name, 5, 1, 11)] * len(grid)
     title = {"param": "network parameter perturbation, optimiser", "compose": "composition (data metric), optimiser"}
     assert f.name == title[name] + " (c = 0.5, ÷1.1, perturbed: QK)"
@@ -432,3 +451,89 @@ def test_parameter_draws_come_in_batches_of_50_networks_and_use_the_released_gam
     assert ok.violations == 0 and np.all(released.ratios >= ok.ratios - 1e-12) and np.any(released.ratios > ok.ratios)
     half = CH3.falsify_parameter_perturbation(np.random.default_rng(6), trials=200, softmax_const=0.5)
     assert np.all(half.ratios >= ok.ratios) and np.any(half.ratios > ok.ratios)  # a smaller c, a smaller bound
+
+
+class _Fixed(Recording):
+    """A recording generator whose ``random`` returns ``u`` (a float, or an array of ``u`` of the shape asked): the
+    uniform draws that decide a branch put exactly on its threshold."""
+
+    def __init__(self, seed, u):
+        super().__init__(seed)
+        self.u = u
+
+    def random(self, size=None):
+        out = self.u if size is None else np.full(size, self.u)
+        self.calls.append(("random", () if size is None else (size,), {}, out))
+        return out
+
+
+def test_a_softmax_draw_exactly_on_one_half_keeps_its_gaussian_direction():
+    f = CH3.falsify_softmax(_Fixed(7, 0.5), trials=500, softmax_const=0.9)
+    ref = np.random.default_rng(7)
+    T = int(ref.integers(2, 17))
+    z = ref.standard_normal((500, T)) * np.exp(ref.uniform(np.log(1e-3), np.log(30), (500, 1)))
+    d = ref.standard_normal((500, T)) * np.exp(ref.uniform(np.log(1e-6), np.log(3), (500, 1)))  # not balanced
+    num = np.abs(M.softmax_rows(z + d) - M.softmax_rows(z)).sum(axis=1)
+    np.testing.assert_array_equal(f.ratios, num / (0.9 * np.abs(d).max(axis=1)))
+
+
+def test_the_block_ratio_is_computed_from_a_distance_of_exactly_one_trillionth():
+    x = np.zeros(1 + 2 * 2 * 2)
+    x[5] = 1e-12  # X = 0, X' = (1e-12, 0; 0, 0): ‖X − X'‖_{2→∞} = 1e-12 exactly, the smallest distance divided by
+    got = CH3._block_ratio(x, 2, 2, 1.0, 1.0)
+    assert got > 0 and got == pytest.approx(_block_ratio_apart(x, 2, 2, 1.0, 1.0, "identity"), rel=1e-12)
+    x[5] = 0.99e-12
+    assert CH3._block_ratio(x, 2, 2, 1.0, 1.0) == 0.0
+
+
+def _parameter_ratios_apart(rng, trials, c, released):
+    """falsify_parameter_perturbation's ratios from the documented draws: per batch of 50 inputs, ``L, N, T``, the
+    norm ``s`` of every weight, the network, ``ε``, which matrices move (each with probability 0.6, one always), each
+    move ``E`` (``‖E‖₂ = ε s``), the inputs; the bound summed matrix by matrix."""
+    out, acts = [], sorted(M.ACTIVATIONS)
+    for i in range(-(-trials // 50)):
+        L, N, T = int(rng.integers(1, 6)), int(rng.integers(2, 7)), int(rng.integers(1, 5))
+        act = acts[i % len(acts)]
+        s = float(np.exp(rng.uniform(np.log(0.3), np.log(3))))
+        net = M.random_transformer(L, N, rng, spectral_norm=s, act=act)
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.3))))
+        moves = rng.random((L, 3)) < 0.6
+        moves[rng.integers(L), rng.integers(3)] = True
+        blocks, bound = [], 0.0
+        norms = [[np.linalg.norm(W, 2) for W in (b.W_QK, b.W_V, b.W_M)] for b in net.blocks]
+        log_alpha = P.log_alpha(np.array([P.log_layer_lipschitz(m, v, q, net.L_phi, c) for q, v, m in norms]))
+        for ell, b in enumerate(net.blocks):
+            Ws = [b.W_QK, b.W_V, b.W_M]
+            q, v, m = norms[ell]
+            g = P.log_gamma(m, v, q, L_phi=None if released else net.L_phi, softmax_const=c)
+            for a, key in enumerate(("QK", "V", "M")):
+                if moves[ell, a]:
+                    A = rng.standard_normal(Ws[a].shape)
+                    E = eps * s * A / np.linalg.norm(A, 2)
+                    Ws[a] = Ws[a] + E
+                    bound += np.exp(np.asarray(g[key]).item() + log_alpha[ell]) * np.linalg.norm(E, 2)
+            blocks.append(M.Block(*Ws))
+        X = rng.standard_normal((50, T, N)) * rng.uniform(0.2, 3, (50, 1, 1))
+        d = np.abs(M.forward(net, X) - M.forward(M.SingleHeadTransformer(tuple(blocks), net.w, act=act), X))
+        out.append(d / (np.linalg.norm(net.w) * bound))
+    return np.concatenate(out)[:trials]
+
+
+# with every uniform draw on the threshold 0.6, one matrix moves per network: the one drawn to move always
+@pytest.mark.parametrize("make, c, released", [(lambda: Recording(8), 1.0, False), (lambda: _Fixed(9, 0.6), 0.7, True),
+                                               (lambda: _Fixed(10, 0.6), 1.0, False)])
+def test_parameter_draws_are_rebuilt_network_by_network(make, c, released):
+    rng, twin = make(), make()
+    f = CH3.falsify_parameter_perturbation(rng, trials=140, softmax_const=c, released=released)
+    np.testing.assert_allclose(f.ratios, _parameter_ratios_apart(twin, 140, c, released), rtol=1e-12, atol=0)
+    assert f.trials == 140 and f.violations == 0
+    ints = [a for n, a, _, _ in rng.calls if n == "integers" and len(a) == 2]
+    assert ints == [(1, 6), (2, 7), (1, 5)] * 3
+    ranges = [a for n, a, _, _ in rng.calls if n == "uniform"]
+    assert ranges == [(np.log(0.3), np.log(3)), (np.log(1e-5), np.log(0.3)), (0.2, 3, (50, 1, 1))] * 3
+
+
+def test_the_parameter_search_defaults_to_ten_thousand_draws():
+    rng = Recording(0)
+    assert CH3.falsify_parameter_perturbation(rng).trials == 10_000  # 200 networks of 50 inputs: 0.3 s
+    assert sum(n == "integers" and a == (1, 6) for n, a, _, _ in rng.calls) == 200

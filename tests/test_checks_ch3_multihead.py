@@ -95,7 +95,7 @@ def _gamma_ratio_apart(x, which, H, N, Nf, T, act, c, weaken):
                               - P.multihead_block_forward(X, new["QK"], new["V"], new["M_in"], new["M_out"], phi),
                               axis=-1))
     g = P.log_gamma_multihead(_norm(Mi), _norm(Mo), np.array([_norm(v) for v in V]), np.array([_norm(q) for q in QK]),
-                              L_phi=Lp, softmax_const=c, phi_bound=1.0)
+                              L_phi=Lp, softmax_const=c, phi_bound=Lp)  # B_φ = L_φ: φ(0) = 0
     return weaken * d / (float(np.ravel(np.exp(g[which]))[0]) * _norm(E))
 
 
@@ -144,8 +144,10 @@ def searches(monkeypatch):
 
 
 def test_the_layer_search_runs_every_token_count_and_activation(searches):
-    f = MH.falsify_multihead_layer(np.random.default_rng(0), softmax_const=0.5, weaken=1.1, H=1, N=2, Nf=3,
+    rng = np.random.default_rng(0)
+    f = MH.falsify_multihead_layer(rng, softmax_const=0.5, weaken=1.1, H=1, N=2, Nf=3,
                                    tokens=(2, 3), acts=("tanh", "3tanh"), trials=5, restarts=1, maxiter=7)
+    assert all(s["rng"] is rng for s in searches) and f.ratios.tolist() == [1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5]
     assert [(s["name"], s["trials"], s["restarts"], s["maxiter"]) for s in searches] == [("Λ mh", 5, 1, 7)] * 4
     assert f.name == "multi-head Λ, optimiser (c = 0.5, ÷1.1)" and f.adversarial.tolist() == [10, 20, 30, 40]
     for s, (T, act) in zip(searches, [(2, "tanh"), (2, "3tanh"), (3, "tanh"), (3, "3tanh")]):
@@ -153,7 +155,8 @@ def test_the_layer_search_runs_every_token_count_and_activation(searches):
         draws = np.array([s["sample"](np.random.default_rng(i)) for i in range(400)])
         assert draws.shape == (400, dim) and 0.63 < draws[:, 4:].std() < 0.77
         small = np.abs(draws[:, :4]).max(axis=1) < 0.1  # the logits' weights scaled by 0.02 half the time
-        assert 0.4 < small.mean() < 0.6
+        assert 0.4 < small.mean() < 0.6 and abs(draws[:, 4:].mean()) < 0.05
+        assert 0.63 < draws[~small, :4].std() < 0.77 and 0.7 * 0.017 < draws[small, :4].std() < 0.7 * 0.023
         assert s["ratio"](draws[0]) == MH._mh_layer_ratio(draws[0], 1, 2, 3, T, act, 0.5, 1.1)
     g = MH.falsify_multihead_layer(np.random.default_rng(0))
     assert g.name == "multi-head Λ, optimiser (c = 1)"
@@ -165,8 +168,10 @@ def test_the_layer_search_runs_every_token_count_and_activation(searches):
 
 @pytest.mark.parametrize("which", TYPES)
 def test_the_gamma_search_of_each_matrix_type(searches, which):
-    f = MH.adversarial_multihead_gamma(np.random.default_rng(0), which, softmax_const=0.5, weaken=1.1, H=1, N=2,
+    rng = np.random.default_rng(0)
+    f = MH.adversarial_multihead_gamma(rng, which, softmax_const=0.5, weaken=1.1, H=1, N=2,
                                        Nf=3, T=3, act="3tanh", trials=5, restarts=1, maxiter=7)
+    assert searches[0]["rng"] is rng and f.adversarial.tolist() == [10.0]
     size = {"QK": 4, "V": 4, "M_in": 6, "M_out": 6}[which]
     (s,) = searches
     assert (s["name"], s["trials"], s["restarts"], s["maxiter"]) == ("γ mh", 5, 1, 7)
@@ -175,7 +180,7 @@ def test_the_gamma_search_of_each_matrix_type(searches, which):
     e = 2 * 4 + 2 * 6 + size
     assert draws.shape == (300, e + 1 + 6) and -8.0 <= draws[:, e].min() < -7.8 and -2.2 < draws[:, e].max() <= -2.0
     rest = np.delete(draws, e, axis=1)
-    assert 0.75 < rest.std() < 0.85
+    assert 0.75 < rest.std() < 0.85 and abs(rest.mean()) < 0.05
     assert s["ratio"](draws[0]) == MH._mh_gamma_ratio(draws[0], which, 1, 2, 3, 3, "3tanh", 0.5, 1.1)
     g = MH.adversarial_multihead_gamma(np.random.default_rng(0), which)
     assert g.name == f"multi-head γ_{which}, optimiser (c = 1)"
@@ -191,15 +196,19 @@ def test_an_unknown_matrix_type_is_named():
 
 
 def test_the_composition_search_runs_every_depth_and_activation(searches):
-    f = MH.falsify_multihead_composition(np.random.default_rng(0), softmax_const=0.5, weaken=1.1, depths=(1, 2), H=1,
+    rng = np.random.default_rng(0)
+    f = MH.falsify_multihead_composition(rng, softmax_const=0.5, weaken=1.1, depths=(1, 2), H=1,
                                          N=2, Nf=3, T=3, acts=("tanh", "3tanh"), perturb=("QK",), trials=5,
                                          restarts=1, maxiter=7)
+    assert all(s["rng"] is rng for s in searches) and f.ratios.tolist() == [1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5]
+    assert f.adversarial.tolist() == [10, 20, 30, 40]
     assert [(s["name"], s["trials"], s["restarts"], s["maxiter"]) for s in searches] == [("compose mh", 5, 1, 7)] * 4
     assert f.name == "multi-head composition, optimiser (c = 0.5, ÷1.1, perturbed: QK)"
     for s, (L, act) in zip(searches, [(1, "tanh"), (1, "3tanh"), (2, "tanh"), (2, "3tanh")]):
         k = L * (2 * 4 + 2 * 6)
         draws = np.array([s["sample"](np.random.default_rng(i)) for i in range(300)])
         assert draws.shape == (300, 2 * k + 6 + 1) and 0.75 < draws[:, :-1].std() < 0.85
+        assert abs(draws[:, :-1].mean()) < 0.05
         assert -8.0 <= draws[:, -1].min() < -7.8 and -2.2 < draws[:, -1].max() <= -2.0
         assert s["ratio"](draws[0]) == MH._mh_composition_ratio(draws[0], L, 1, 2, 3, 3, act, 0.5, 1.1, ("QK",))
     g = MH.falsify_multihead_composition(np.random.default_rng(0))
@@ -235,6 +244,7 @@ def test_the_gamma_check_runs_the_lemma_and_the_released_gamma_and_reports_per_t
     assert r.detail == "worst ratios: lemma 0.9, released 1.5 (2 violations)"
     assert set(r.values) == {"proved", "proved_keys", "released", "released_keys", "worst_released"}
     assert r.values["released_keys"] is released[1] and r.values["proved"] is proved[0]
+    assert r.values["proved_keys"] is proved[1] and r.values["released"] is released[0]
     MH.check_multihead_gamma("rng", "rng_released")
     assert calls[2] == ("rng", 10_000, False)
     # fewer draws than asked; a violation of the lemma; no M_out draw or none above 1 in the released runs
@@ -253,6 +263,7 @@ def test_the_gamma_optimiser_check_runs_each_type_then_its_weakening(monkeypatch
     calls, levels = [], {}
 
     def fake(rng, which, weaken=1.0, **search):
+        assert rng == "rng"
         calls.append((which, weaken, search))
         return _f(which, levels.get((which, weaken), 1.2 if weaken != 1.0 else 0.97))
 
@@ -312,3 +323,61 @@ def test_gamma_draws_come_in_batches_of_50_with_their_matrix_type():
     assert np.all(half.ratios[qk] >= tight.ratios[qk]) and np.any(half.ratios[qk] > tight.ratios[qk])
     np.testing.assert_array_equal(half.ratios[~qk], tight.ratios[~qk])
     assert MH.falsify_multihead_gamma(np.random.default_rng(0))[0].trials == 10_000
+
+
+def test_the_layer_ratio_divides_by_a_distance_of_exactly_one_trillionth():
+    H, N, Nf, T = 1, 2, 2, 2
+    k = 2 * H * N * N + 2 * N * Nf
+    x = np.r_[np.random.default_rng(3).normal(0.0, 0.8, k), np.zeros(2 * T * N)]
+    x[k + T * N] = 1e-12  # X = 0, X' = (1e-12, 0; 0, 0): ‖X − X'‖_{2→∞} = 1e-12 exactly, the smallest divided by
+    got = MH._mh_layer_ratio(x, H, N, Nf, T, "tanh", 1.0, 1.0)
+    assert got > 0 and got == pytest.approx(_layer_ratio_apart(x, H, N, Nf, T, "tanh", 1.0, 1.0), rel=1e-12)
+    x[k + T * N] = 0.99e-12
+    assert MH._mh_layer_ratio(x, H, N, Nf, T, "tanh", 1.0, 1.0) == 0.0
+
+
+def _gamma_draws_apart(rng, trials, released, c):
+    """falsify_multihead_gamma's ratios and matrix types from its documented draws, with γ written out: the lemma's
+    ``γ_QK = c C(Ṽ_h) L_φ C(M_out) C(M_in)``, ``γ_V = L_φ C(M_out) C(M_in)``, ``γ_Min = L_φ C(M_out)``,
+    ``γ_Mout = B_φ C(M_in)`` (``B_φ = L_φ`` for ``L_φ tanh``); the released ones without ``L_φ``, with
+    ``γ_Mout = 1`` and ``c = 2``."""
+    def spectral(shape, norm):
+        A = rng.standard_normal(shape)
+        return norm * A / np.linalg.norm(A, 2)
+
+    out, keys = [], []
+    for _ in range(-(-trials // 50)):
+        N, T, H = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 3))
+        Nf = int(rng.integers(N, 3 * N + 1))
+        Lp = float(rng.choice([1.0, 3.0]))
+        s = np.exp(rng.uniform(np.log(0.3), np.log(4), 4))
+        QK = [spectral((N, N), s[0]) for _ in range(H)]
+        V = [spectral((N, N), s[1]) for _ in range(H)]
+        Mi, Mo = spectral((N, Nf), s[2]), spectral((Nf, N), s[3])
+        eps = float(np.exp(rng.uniform(np.log(1e-5), np.log(0.1))))
+        which, h = int(rng.integers(4)), int(rng.integers(H))
+        new = [list(QK), list(V), Mi, Mo]
+        if which < 2:
+            new[which][h] = new[which][h] + spectral((N, N), eps)
+        else:
+            new[which] = new[which] + spectral(new[which].shape, eps)
+        X = project_rows(rng.standard_normal((50, T, N)) * rng.uniform(0.2, 3, (50, 1, 1)))
+        phi = lambda z, Lp=Lp: Lp * np.tanh(z)  # noqa: E731
+        diff = P.multihead_block_forward(X, QK, V, Mi, Mo, phi) - P.multihead_block_forward(X, *new, phi)
+        d = np.linalg.norm(diff, axis=-1).max(axis=-1)
+        cv = _norm(V[h])
+        if released:
+            gam = [2.0 * cv * s[3] * s[2], s[3] * s[2], s[3], 1.0][which]
+        else:
+            gam = [c * cv * Lp * s[3] * s[2], Lp * s[3] * s[2], Lp * s[3], Lp * s[2]][which]
+        out.append(d / (gam * eps))
+        keys += [TYPES[which]] * 50
+    return np.concatenate(out)[:trials], keys[:trials]
+
+
+@pytest.mark.parametrize("seed, released, c", [(11, False, 1.0), (12, True, 1.0), (13, False, 0.6)])
+def test_gamma_draws_are_rebuilt_block_by_block(seed, released, c):
+    f, keys = MH.falsify_multihead_gamma(np.random.default_rng(seed), trials=900, released=released, softmax_const=c)
+    ratios, want = _gamma_draws_apart(np.random.default_rng(seed), 900, released, c)
+    assert keys.tolist() == want and set(want) == set(TYPES)  # 18 blocks: every type perturbed
+    np.testing.assert_allclose(f.ratios, ratios, rtol=1e-12, atol=0)

@@ -132,3 +132,37 @@ def _f(*ratios, adv=()):
 def test_check_shells_says_which_claim_fails(monkeypatch, runs, failed):
     assert _shells(monkeypatch, **runs).failed == failed
 
+
+
+# --- the shell search's inputs and its coordinate ascent ------------------------------------------------------
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.5])
+def test_a_shell_ratio_not_above_one_is_refused_by_name(ratio):
+    with pytest.raises(ValueError) as e:
+        CH4.falsify_shell_inflation(np.random.default_rng(0), L=2, ratio=ratio, trials=2, adversarial_starts=0)
+    assert str(e.value) == f"shell ratio (2 for dyadic shells, 1 + 1/L for geometric ones) == {ratio}, must be > 1.0"
+
+
+def test_the_shell_search_hands_its_ascent_three_starts_by_default(monkeypatch):
+    seen = []
+
+    def ascent(objective, lo, hi, dim, rng, starts):
+        seen.append((lo, hi, dim, starts))
+        return np.full(dim, lo), 0.25
+
+    monkeypatch.setattr(CH4, "_sawtooth_adversary", ascent)
+    f = CH4.falsify_shell_inflation(np.random.default_rng(0), L=3, trials=4, low=0.7, high=2.0)
+    assert seen == [(0.7, 2.0, 9, 3)] and f.adversarial.tolist() == [0.25 / (6 * math.log(4 / 3))]
+
+
+def test_the_ascent_makes_two_sweeps_per_start_and_keeps_the_first_of_equal_points():
+    calls = []
+
+    def flat(x):  # every point equally good: nothing may move, and no later start may replace the first
+        calls.append(np.atleast_2d(x).shape[0])
+        return np.zeros(np.atleast_2d(x).shape[0])
+
+    x, v = CH4._sawtooth_adversary(flat, 0.5, 4.0, 3, np.random.default_rng(1), starts=3)
+    assert v == 0.0 and calls == [1, 4001, 4001, 4001, 4001, 4001, 4001] * 3  # a start, then 2 sweeps of 3 axes
+    np.testing.assert_array_equal(x, np.random.default_rng(1).uniform(0.5, 4.0, (3, 3))[0])

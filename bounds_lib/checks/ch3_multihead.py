@@ -67,6 +67,7 @@ def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SO
 
 
 #: Activations of the multi-head searches and their ``L_φ``: ``3tanh`` has ``L_φ = 3`` (so a dropped ``L_φ`` shows).
+#: Each has ``φ(0) = 0``, so its linear-growth constant ``B_φ = sup ‖φ(y)‖₂/‖y‖₂`` equals ``L_φ`` (γ_Mout's factor).
 _MH_ACTS = {"identity": (lambda x: x, 1.0), "tanh": (np.tanh, 1.0), "3tanh": (lambda x: 3.0 * np.tanh(x), 3.0)}
 
 
@@ -145,7 +146,7 @@ def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
                                     - multihead_block_forward(X, *P, phi), axis=-1)))
     nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
     g = log_gamma_multihead(nrm(Mi), nrm(Mo), np.array([nrm(v) for v in V]), np.array([nrm(q) for q in QK]),
-                            L_phi=Lp, softmax_const=softmax_const, phi_bound=1.0)
+                            L_phi=Lp, softmax_const=softmax_const, phi_bound=Lp)
     gam = np.exp(g[which])
     gam = float(np.ravel(gam)[0])
     return weaken * d / (gam * dE)
