@@ -5,7 +5,9 @@ clusters and pools are in tests/test_parallel.py and tests/test_stopping.py (sec
 seen and each number compared."""
 from __future__ import annotations
 
+import os
 import re
+import sys
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -64,6 +66,7 @@ def dask(monkeypatch):
         log.append(("left", dict(futures)))
 
     def results(client, futures, *, timeout, unit_timeout):
+        assert isinstance(client, Client)  # the session's own client
         log.append(("results", len(futures), timeout, unit_timeout))
         for fut in reversed(futures):  # finishing in another order than submitted
             yield fut, fut.fn(fut.task)
@@ -161,6 +164,11 @@ def test_jobs_0_asks_whether_the_pool_pays_for_the_units_left(choice):
     assert choice.calls == [("choose", 0, 3, 123), ("plan", 60.0, 3)]
     choice.pays = False
     assert PAR._workers(_fake_run(), 0, None) == (1, {"workers": 1, "limited_by": ["cost"], "cost": {"decision": "x"}})
+    choice.k, choice.calls[:] = 2, []  # two workers, two units, the CPU named: the cost is still asked
+    assert PAR._workers(_fake_run(todo=[0, 1], device="cpu"), 0, None)[0] == 1
+    assert choice.calls == [("choose", 0, 2, 123), ("plan", 30.0, 2)]
+    choice.pays, choice.calls[:] = True, []
+    assert PAR._workers(_fake_run(todo=[0, 1]), 8, None)[0] == 2 and choice.calls == [("choose", 8, 2, 123)]
 
 
 @pytest.mark.parametrize("run, jobs, cache", [
@@ -222,15 +230,24 @@ def _machine_run(device=None, seconds=0.1):
     return run
 
 
-def test_an_in_process_run_records_the_rate_its_units_ran_at(monkeypatch, recorded):
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_an_in_process_run_records_the_rate_its_units_ran_at(monkeypatch, recorded, device):
     monkeypatch.setattr(PAR, "_workers", lambda run, jobs, cache: (1, {"workers": 1}))
     monkeypatch.setattr(PAR, "run_unit", lambda task, source, cache: f"{task} in {source}")
-    run = _machine_run()
+    run = _machine_run(device=device)
     PAR._on_this_machine(run, 1, None)
     assert run.got == [(0, "t0 in src"), (1, "t1 in src")]
     assert run.meta == {"chosen": {"workers": 1}, "workers": 1, "backend": "in process",
                         "svd_rate_measured_GFLOPs": 20.0}
     assert recorded == [{"svd_rate": 2e10}]
+
+
+def test_the_rate_is_reported_in_gflops_to_two_decimals(monkeypatch, recorded):
+    monkeypatch.setattr(PAR, "_workers", lambda run, jobs, cache: (1, {"workers": 1}))
+    monkeypatch.setattr(PAR, "run_unit", lambda task, source, cache: task)
+    run = _machine_run(seconds=2e9 / 2.8575000015e10)  # 28.575000015 GFLOP/s: 28.58 (28.57 at 1e9 + 1 flops a GFLOP)
+    PAR._on_this_machine(run, 1, None)
+    assert run.meta["svd_rate_measured_GFLOPs"] == 28.58 and recorded == [{"svd_rate": run.timed[0] / run.timed[1]}]
 
 
 @pytest.mark.parametrize("device, seconds", [("torch-cpu", 0.1), (None, 0.025)])
@@ -245,15 +262,17 @@ def test_no_rate_is_recorded_off_the_cpu_or_from_units_too_short_to_time(monkeyp
 @pytest.mark.parametrize("opener, cache, backend", [(None, None, "threads"), ("opener", object(), "threads"),
                                                     ("opener", None, "processes")])
 def test_threads_for_weights_in_memory_or_a_cache_else_processes(monkeypatch, recorded, opener, cache, backend):
-    monkeypatch.setattr(PAR, "_workers", lambda run, jobs, cache: (2, {"workers": 2}))
     seen = []
-    monkeypatch.setattr(PAR, "_in_threads", lambda run, k, c: seen.append(("threads", k, c)))
-    monkeypatch.setattr(PAR, "_in_processes", lambda run, k: seen.append(("processes", k)))
+    monkeypatch.setattr(PAR, "_workers", lambda r, jobs, c: seen.append(("workers", r is run, jobs, c)) or (
+        2, {"workers": 2}))
+    monkeypatch.setattr(PAR, "_in_threads", lambda r, k, c: seen.append(("threads", r is run, k, c)))
+    monkeypatch.setattr(PAR, "_in_processes", lambda r, k: seen.append(("processes", r is run, k)))
     run = _machine_run()
     run.opener = opener
     PAR._on_this_machine(run, 2, cache)
     assert run.meta["backend"] == backend and run.meta["workers"] == 2
-    assert seen == ([("threads", 2, cache)] if backend == "threads" else [("processes", 2)])
+    assert seen == [("workers", True, 2, cache)] + (
+        [("threads", True, 2, cache)] if backend == "threads" else [("processes", True, 2)])
 
 
 def test_a_pool_records_its_workers_median_start_up(monkeypatch, recorded):
@@ -269,13 +288,21 @@ def test_a_pool_records_its_workers_median_start_up(monkeypatch, recorded):
 
     started = {"t0": 100.5, "t1": 101.0, "t2": None}
     monkeypatch.setattr(PAR, "process_pool", pool)
-    monkeypatch.setattr(PAR, "run_unit", lambda task: {"first_task_started": started[task]})
+    monkeypatch.setattr(PAR, "run_unit", lambda task: {"first_task_started": started[task], "task": task})
     monkeypatch.setattr(PAR.time, "time", lambda: 100.0)
     run = _machine_run()
     run.tasks, run.todo = ["t0", "t1", "t2"], [0, 1, 2]
     PAR._in_processes(run, 2)
     assert made == [2] and sorted(i for i, _ in run.got) == [0, 1, 2]
+    assert {i: res["task"] for i, res in run.got} == {0: "t0", 1: "t1", 2: "t2"}
     assert run.meta == {"worker_start_measured_s": 0.75} and recorded == [{"worker_start_s": 0.75}]
+    started.update(t0=100.12345, t1=100.5)  # a median of 0.311725 s: reported to the millisecond
+    run = _machine_run()
+    run.tasks, run.todo = ["t0", "t1", "t2"], [0, 1, 2]
+    PAR._in_processes(run, 2)
+    assert run.meta == {"worker_start_measured_s": 0.312}
+    recorded.pop()
+    started.update(t0=100.5, t1=101.0)
     started.update(t0=None, t1=None)
     run = _machine_run()
     run.tasks, run.todo = ["t0", "t1", "t2"], [0, 1, 2]
@@ -325,7 +352,146 @@ def test_the_steps_of_a_finished_unit_are_reported_in_order(bert):
 def test_a_flop_count_is_asked_once_per_unit(bert, monkeypatch):
     calls = []
     monkeypatch.setattr(PAR, "unit_flops", lambda arch, part, mode, entrywise, source, layer: calls.append(
-        (part, mode, entrywise, layer)) or 7.0)
+        (part, mode, entrywise, layer, source)) or 7.0)
     run = _real_run(bert, mode="paper", entrywise=True)
     assert run.flops(2) == 7.0 == run.flops(2)
-    assert calls == [(run.tasks[2].part, "paper", True, run.tasks[2].layer)]
+    assert calls == [(run.tasks[2].part, "paper", True, run.tasks[2].layer, bert[0])]
+
+
+# --- what a run plans, resumes and reports -----------------------------------------------------------------
+
+
+def test_a_run_plans_each_unit_with_its_settings_and_says_so(bert, monkeypatch, tmp_path):
+    source, arch = bert
+    budget = 5 * 2**30 + 98_765_432  # 5214.19 MB: one decimal kept, not two
+    lean, est = [], []
+    monkeypatch.setattr(PAR, "_blas_threads", lambda: 3)
+    monkeypatch.setattr(PAR, "memory_budget", lambda s: budget if s is source else None)
+    monkeypatch.setattr(PAR, "lean_unit", lambda *a, **k: lean.append((a, k)) or k["layer"] == 1)
+    monkeypatch.setattr(PAR, "unit_memory_estimate", lambda *a, **k: est.append((a, k)) or 123_456_789 + k["layer"])
+    folder = tmp_path / "r"
+    run = _real_run(bert, mode="paper", entrywise=True, device="cpu", resume=folder)
+    units = list(PAR.work_units(arch))
+    assert lean == [((arch, part, "float64"), dict(source=source, layer=layer, device="cpu", budget=budget))
+                    for layer, part in units]
+    assert est == [((arch, part, "float64"), dict(entrywise=True, mode="paper", lean=layer == 1, source=source,
+                                                  layer=layer)) for layer, part in units]
+    for t, (layer, part) in zip(run.tasks, units):
+        assert (t.layer, t.part, t.mode, t.dtype, t.entrywise, t.device) == (layer, part, "paper", "float64", True,
+                                                                              "cpu")
+        assert (t.blas_threads, t.lean, t.chunk_bytes, t.resume) == (3, layer == 1, PAR._CHUNK_BYTES,
+                                                                      str(folder.resolve()))
+        assert t.key == PAR._unit_key(source, PAR.replace(t, resume=None, key=None))
+    top = max(123_456_789 + layer for layer, _ in units)
+    assert run.estimate == PAR.WORKER_BASE_BYTES + top
+    assert run.meta == {"units": len(units), "per_worker_estimate_MB": round((PAR.WORKER_BASE_BYTES + top) / PAR.MB, 1),
+                        "budget_MB": 5214.2, "blas_threads_per_worker": 3,
+                        "units_factored_lean": sum(layer == 1 for layer, _ in units), "resume_folder": str(folder)}
+    assert run.meta["per_worker_estimate_MB"] != round((PAR.WORKER_BASE_BYTES + top) / PAR.MB, 2)
+    assert run.counts == {"computed": 0, "resumed": 0} and run.todo == list(range(len(units)))
+
+
+def test_resumed_units_are_taken_here_and_never_handed_to_a_unit_runner(bert, tmp_path, monkeypatch):
+    first, _ = _run(bert, resume=tmp_path / "r")
+    monkeypatch.setattr(PAR, "run_unit", lambda *a: pytest.fail("a resumed unit was run again"))
+    steps = []
+    got, meta = _run(bert, resume=tmp_path / "r", on_step=steps.append)
+    assert [m.sigma.tolist() for m in got] == [m.sigma.tolist() for m in first]
+    assert meta["resume_folder"] == str(tmp_path / "r") and meta["units_resumed"] == meta["units"]
+    assert meta["units_computed"] == 0 and "resume_entries_mismatched" not in meta
+    assert steps == [g for _, part in PAR.work_units(bert[1]) for g in PAR.unit_steps(part)]
+
+
+def test_mismatched_resume_entries_are_listed_and_each_warned_at_the_callers_line(bert, tmp_path, monkeypatch):
+    class Folder(PAR._ResumeFolder):
+        def __init__(self, folder):
+            super().__init__(folder)
+            self.mismatched = ["entry a names layer 9", "entry b names layer 8"]
+
+    monkeypatch.setattr(PAR, "_ResumeFolder", Folder)
+    with pytest.warns(UserWarning) as caught:
+        line = sys._getframe().f_lineno + 1  # the next line calls run_units: each warning points there
+        _, meta = PAR.run_units(*bert, mode="clean", dtype="float64", entrywise=False, resume=tmp_path / "r")
+    assert meta["resume_entries_mismatched"] == ["entry a names layer 9", "entry b names layer 8"]
+    assert [str(w.message) for w in caught] == [f"--resume {tmp_path / 'r'}: entry a names layer 9",
+                                                f"--resume {tmp_path / 'r'}: entry b names layer 8"]
+    if "MUTANT_UNDER_TEST" not in os.environ:  # mutmut's trampolines add frames between the caller and the warning
+        assert {(w.filename, w.lineno) for w in caught} == {(__file__, line)}
+
+
+def test_a_finished_unit_is_stored_under_its_key_and_every_resumed_one_counted(bert, tmp_path, monkeypatch):
+    run = _real_run(bert, resume=tmp_path / "r")
+    stored = []
+    monkeypatch.setattr(run.store, "store", lambda key, task, res: stored.append((key, task, res)))
+    res = dict(matrices=["m"], computed=False, stored=False, seconds=0.0, maxrss=0, host="h", pid=3)
+    run.finished(0, res)
+    run.finished(1, dict(res, stored=True))
+    assert stored == [(run.tasks[0].key, run.tasks[0], res)]
+    assert run.counts["resumed"] == 2 and run.peaks == {"h:3": 0}  # a peak of 0 bytes is 0, not a default
+
+
+def test_run_units_defaults_to_one_job_and_accepts_timeouts_under_a_second(bert, monkeypatch):
+    seen = []
+    def here(run, jobs, cache):
+        seen.append((jobs, cache))
+        run.results = [[] for _ in run.results]
+
+    monkeypatch.setattr(PAR, "_on_this_machine", here)
+    _run(bert)
+    _run(bert, scheduler_timeout=0.5, unit_timeout=0.25)
+    assert seen == [(1, None), (1, None)]
+
+
+def test_each_workers_peak_is_reported_in_mb_to_one_decimal(bert, monkeypatch):
+    def here(run, jobs, cache):
+        for i in run.todo:
+            run.finished(i, dict(matrices=[], computed=True, stored=True, seconds=0.0, host="h", pid=i % 2,
+                                 maxrss=123_456_789 + 1_000_000 * i))
+
+    monkeypatch.setattr(PAR, "_on_this_machine", here)
+    _, meta = _run(bert)
+    n = meta["units"]
+    peak = {p: 123_456_789 + 1_000_000 * max(i for i in range(n) if i % 2 == p) for p in (0, 1)}
+    assert meta["worker_peak_MB"] == {f"h:{p}": round(b / PAR.MB, 1) for p, b in peak.items()}
+    assert list(meta["worker_peak_MB"]) == ["h:0", "h:1"]
+    assert all(round(b / PAR.MB, 1) != round(b / PAR.MB, 2) for b in peak.values())
+
+
+class _Pool:
+    """A stand-in ``ThreadPoolExecutor``: each task run at once; its size, tasks and shutdowns recorded."""
+
+    log = []
+
+    def __init__(self, max_workers):
+        self.log.append(("pool", max_workers))
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        self.log.append(("submit",) + args[1:])
+        fut = Future()
+        fut.set_result(fn(*args))
+        return fut
+
+    def shutdown(self, **kw):
+        self.log.append(("shutdown", kw))
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_threads_get_the_pool_size_the_source_and_the_cache_and_are_shut_down(monkeypatch, fails):
+    _Pool.log = []
+    monkeypatch.setattr(PAR, "ThreadPoolExecutor", _Pool)
+    monkeypatch.setattr(PAR, "run_unit", lambda task, source, cache: (task, source, cache))
+    run = _machine_run()
+    cache = object()
+    if fails:
+        def finished(i, res):
+            raise RuntimeError("unit failed")
+        run.finished = finished
+        with pytest.raises(RuntimeError, match="unit failed"):
+            PAR._in_threads(run, 3, cache)
+    else:
+        PAR._in_threads(run, 3, cache)
+        assert sorted(run.got) == [(0, ("t0", "src", cache)), (1, ("t1", "src", cache))]
+    assert _Pool.log[:3] == [("pool", 3), ("submit", "src", cache), ("submit", "src", cache)]
+    assert _Pool.log[3:] == [("shutdown", {"wait": False, "cancel_futures": True} if fails else {"wait": True})]

@@ -25,6 +25,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODULES = ("norms", "interpolation", "propagation", "peeling", "orders", "scoring", "spectra", "checkpoints",
                    "theorem", "stats", "results", "report")
+
+
+def _tests_of(path: str, leave_out: tuple) -> list:
+    """Node ids of every test function of ``path`` (relative to the repository) but those named in ``leave_out``."""
+    names = re.findall(r"^def (test_\w+)", (ROOT / path).read_text(encoding="utf-8"), re.M)
+    unknown = set(leave_out) - set(names)
+    if unknown:
+        raise ValueError(f"{path} has no test {sorted(unknown)}")
+    return [f"{path}::{n}" for n in names if n not in leave_out]
+
+
+#: tests/test_parallel.py without the tests that start worker processes, Dask clusters or the CLI's pool: code
+#: run in another process is not traced by mutmut, and a mutant that breaks a worker stalls such a test (with
+#: the CPU idle) until its timeout.
+PARALLEL_FAST = _tests_of("tests/test_parallel.py", (
+    "test_worker_processes_give_the_in_process_numbers", "test_progress_counts_every_matrix_group_once",
+    "test_dask_local_cluster_gives_the_local_numbers", "test_dask_worker_processes_give_the_local_numbers",
+    "test_an_unreachable_scheduler_is_one_clear_error_within_its_deadline",
+    "test_a_killed_worker_loses_no_finished_unit", "test_cli_jobs_and_resume",
+    "test_the_lean_path_agrees_with_the_dense_svd"))
 #: The fast tests that exercise each module (run for every mutant; keep them quick).
 TESTS = {
     "norms": ["tests/test_norms.py", "tests/test_norms_boundaries.py", "tests/test_named_mutants.py"],
@@ -44,7 +64,7 @@ TESTS = {
     "spectra": ["tests/test_named_mutants.py", "tests/test_proxies.py"],
     "devices": ["tests/test_devices.py"],
     # one checkpoint's units over processes, threads, Dask; resuming; the lean factorization (issue 23)
-    "parallel": ["tests/test_parallel.py"],
+    "parallel": ["tests/test_parallel_paths.py"] + PARALLEL_FAST,
     # reading checkpoints: the library-level readers and the hostile inputs (the CLI cases included)
     "checkpoints": ["tests/test_checkpoint_rules.py", "tests/test_checkpoints.py", "tests/test_architectures.py",
                     "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py",
@@ -63,9 +83,11 @@ TESTS = {
     # the student edition's self-checks (the chapter and generator tests skip in the scratch copy)
     "exercises": ["tests/test_exercises.py"],
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
-    "kernel": ["tests/test_parallel.py", "tests/test_proxies.py", "tests/test_named_mutants.py",
-               "tests/test_scoring_paths.py", "tests/test_kernel.py"],
-    "units": ["tests/test_parallel.py", "tests/test_resume_content.py", "tests/test_units.py"],
+    "kernel": PARALLEL_FAST + ["tests/test_proxies.py", "tests/test_named_mutants.py",
+                               "tests/test_scoring_paths.py", "tests/test_kernel.py"],
+    "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_units.py",
+                              "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
+                              "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
     # the pool's choice and its parts in this process (the stopping tests run them in spawned workers, unseen)
     "pool": ["tests/test_pool_choice.py", "tests/test_pool_inputs.py", "tests/test_pool_process.py",
              "tests/test_stopping.py::test_cgroup_v2_reads_the_process_own_group_and_its_tightest_ancestor",
