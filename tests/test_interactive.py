@@ -88,6 +88,7 @@ def drawn_frames(monkeypatch):
 
     monkeypatch.setattr(style, "figure_png", keep)
     monkeypatch.setattr(plt, "close", lambda *a, **k: None)
+    monkeypatch.setitem(plt.rcParams, "figure.max_open_warning", 0)  # a slider's frames, all open on purpose
     with matplotlib.style.context(str(style.STYLE_FILE)):  # the book's style, as in the chapters
         yield figures
     monkeypatch.undo()

@@ -23,8 +23,7 @@ def _split_ratios(s, tau, p, k, weaken):
     """The three ratios of the split lemmas for descending spectra ``s`` (rows), threshold ``tau``, index ``p``."""
     tail = np.where(s <= tau[:, None], s, 0.0)
     r1 = np.count_nonzero(s > tau[:, None], axis=1)
-    with np.errstate(divide="ignore"):
-        Sp = np.where(p[:, None] > 0, s ** p[:, None], 0.0).sum(axis=1)
+    Sp = np.where(p[:, None] > 0, s ** p[:, None], 0.0).sum(axis=1)  # s ≥ 0, p ≥ 0: nothing divides
     rank = np.count_nonzero(s > RANK_RTOL * k * np.maximum(s[:, 0:1], 1.0), axis=1)
     Sp = np.where(p > 0, Sp, rank)
     f2 = np.sqrt(np.sum(tail**2, axis=1))
