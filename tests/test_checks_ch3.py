@@ -436,6 +436,9 @@ def test_layer_draws_are_rebuilt_batch_by_batch():
 def test_the_draws_default_to_ten_thousand():
     assert CH3.falsify_logits(np.random.default_rng(0)).trials == 10_000
     assert CH3.falsify_layer_lipschitz(np.random.default_rng(0)).trials == 10_000
+    rng = Recording(0)
+    assert CH3.falsify_parameter_perturbation(rng).trials == 10_000  # 200 networks of 50 inputs: 0.3 s
+    assert sum(n == "integers" and a == (1, 6) for n, a, _, _ in rng.calls) == 200
 
 
 def test_parameter_draws_come_in_batches_of_50_networks_and_use_the_released_gamma_when_asked():
@@ -531,9 +534,3 @@ def test_parameter_draws_are_rebuilt_network_by_network(make, c, released):
     assert ints == [(1, 6), (2, 7), (1, 5)] * 3
     ranges = [a for n, a, _, _ in rng.calls if n == "uniform"]
     assert ranges == [(np.log(0.3), np.log(3)), (np.log(1e-5), np.log(0.3)), (0.2, 3, (50, 1, 1))] * 3
-
-
-def test_the_parameter_search_defaults_to_ten_thousand_draws():
-    rng = Recording(0)
-    assert CH3.falsify_parameter_perturbation(rng).trials == 10_000  # 200 networks of 50 inputs: 0.3 s
-    assert sum(n == "integers" and a == (1, 6) for n, a, _, _ in rng.calls) == 200
