@@ -192,9 +192,10 @@ def test_a_unit_stored_by_a_worker_is_served_from_its_resume_folder_with_every_f
     t0 = time.perf_counter()
     done = UNITS.run_unit(task)
     elapsed = time.perf_counter() - t0
-    assert set(done) == {"matrices", "computed", "stored", "seconds", "host", "pid", "maxrss", "first_task_started"}
+    assert set(done) == {"matrices", "computed", "stored", "seconds", "cpu_seconds", "host", "pid", "maxrss",
+                         "first_task_started"}
     assert (done["computed"], done["stored"], done["first_task_started"]) == (True, True, None)
-    assert 0 < done["seconds"] <= elapsed
+    assert 0 < done["seconds"] <= elapsed and 0 <= done["cpu_seconds"] <= elapsed
     assert (done["host"], done["pid"], type(done["maxrss"])) == (UNITS._hostname(), os.getpid(), int)
     assert (tmp_path / "units" / f"{task.key}.npz").is_file()
 

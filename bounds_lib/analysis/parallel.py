@@ -95,7 +95,7 @@ class _Run:
         self.results = [None] * len(self.tasks)
         self.counts = {"computed": 0, "resumed": 0}
         self.peaks = {}
-        self.timed = [0.0, 0.0]  # flops, seconds of the units computed here or in worker processes
+        self.timed = [0.0, 0.0]  # flops, (CPU) seconds of the units computed in this process, one after another
         self._flops = {}
         self.todo = self._resume()
 
@@ -139,7 +139,10 @@ class _Run:
             self.counts["computed"] += 1
             if not self.tasks[i].lean and self.meta.get("backend") == "in process":  # one after another: the rate
                 self.timed[0] += self.flops(i)
-                self.timed[1] += res["seconds"]
+                # CPU seconds of the thread that ran it where BLAS ran on that one thread: a run under load
+                # records the core's speed, not its share of the core (wall seconds otherwise)
+                one = self.meta.get("blas_threads_per_worker") == 1 and "cpu_seconds" in res
+                self.timed[1] += res["cpu_seconds"] if one else res["seconds"]
         else:
             self.counts["resumed"] += 1
         if self.store is not None and not res["stored"]:

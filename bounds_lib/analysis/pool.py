@@ -5,8 +5,9 @@ told (Chapter 6, at scale).
 per-unit estimate)``, the memory being the process's own cgroup's where it has a limit
 (:func:`available_memory`). :func:`plan_pool` estimates whether the pool finishes sooner than this
 process alone: the units' SVD flops at this machine's measured rate (:func:`svd_rate`) against a
-worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes the load
-average counts; both are learnt from earlier runs (:func:`machine_record`). A small model such as
+worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes runnable
+at that moment (:func:`_busy_cores`); both are learnt from earlier runs (:func:`machine_record`), and a
+pool is chosen only where it is estimated clearly sooner (:data:`POOL_MARGIN`). A small model such as
 all-MiniLM-L6-v2 (0.6 s of SVDs against 0.2 s to start a worker) is analysed in process unless the
 machine is idle; a 1.1B model's layers are spread over the cores.
 :func:`process_pool` spawns the workers: a signal or a unit's error cancels the units not started and
@@ -32,6 +33,7 @@ from .units import _hostname
 
 __all__ = [
     "available_memory",
+    "blas_threads",
     "choose_workers",
     "plan_pool",
     "process_pool",
@@ -40,6 +42,7 @@ __all__ = [
     "worker_start_seconds",
     "tune_allocator",
     "WORKER_START_S",
+    "POOL_MARGIN",
     "MALLOC_SETTINGS",
 ]
 
@@ -163,20 +166,22 @@ _RATE: list = []  # per process: the calibrated SVD rate (flop/s), measured once
 
 
 def svd_rate() -> tuple:
-    """``(flop/s, where)``: how fast this machine decomposes — the median rate of the last runs' units
-    (:func:`machine_record`), else the best of three values-only SVDs of a
-    512×256 float64 matrix now (about 10 ms each; small matrices run slower than a model's, so this
-    errs towards the pool)."""
+    """``(flop/s, where)``: how fast one core of this machine decomposes — the median rate of the last
+    runs' units (:func:`machine_record`; flops per CPU second of the thread that ran them, so a run
+    under load records the core's speed, not its share of it), else the best of three values-only SVDs
+    of a 512×256 float64 matrix now, timed in CPU seconds of this thread (about 10 ms each; small
+    matrices run slower than a model's, so this errs towards the pool)."""
     rates = machine_record().get("svd_rate", [])
     if rates:
         return float(np.median(rates)), f"measured on this machine (median of the last {len(rates)} runs' units)"
     if not _RATE:
         A = _uniform_matrix(512, 256)
         best = math.inf
-        for _ in range(3):
-            t = time.perf_counter()
-            np.linalg.svd(A, compute_uv=False)
-            best = min(best, time.perf_counter() - t)
+        with blas_threads(1):  # one core's rate, whatever the caller's BLAS threads
+            for _ in range(3):
+                t = time.thread_time()
+                np.linalg.svd(A, compute_uv=False)
+                best = min(best, time.thread_time() - t)
         _RATE.append((4 * 512 * 256**2 - 4 * 256**3 / 3) / max(best, 1e-6))
     return _RATE[0], "a 512×256 SVD timed now (no run measured on this machine yet)"
 
@@ -248,8 +253,28 @@ def worker_start_seconds() -> tuple:
     return WORKER_START_S, "bounds_lib.analysis.pool.WORKER_START_S (not yet measured on this machine)"
 
 
+#: Where the processes runnable at this moment are counted (Linux; elsewhere the load average stands in).
+_LOADAVG = "/proc/loadavg"
+#: Reads of :data:`_LOADAVG` whose median :func:`_busy_cores` takes, and the seconds between two.
+_RUNNABLE_READS, _RUNNABLE_GAP_S = 5, 0.005
+
+
 def _busy_cores() -> float:
-    """Cores other processes keep busy: the one-minute load average (0 where the system has none)."""
+    """Cores other processes keep busy now: the processes runnable at this moment (the fourth field of
+    ``/proc/loadavg``, the median of :data:`_RUNNABLE_READS` reads), less this one, which is running
+    while it reads. Not the one-minute load average: it lags by a minute (after a burst it reports busy
+    cores on an idle machine) and still counts this user's just-finished runs. Where ``/proc`` is
+    missing (not Linux) the load average stands in; where neither exists, 0."""
+    try:
+        counts = []
+        for i in range(_RUNNABLE_READS):
+            if i:
+                time.sleep(_RUNNABLE_GAP_S)
+            with open(_LOADAVG) as fh:
+                counts.append(int(fh.read().split()[3].split("/")[0]))
+        return max(0.0, float(np.median(counts)) - 1.0)
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return float(os.getloadavg()[0])
     except (OSError, AttributeError):
@@ -261,35 +286,45 @@ def _core_share(runnable: float, cores: int) -> float:
     return min(1.0, cores / runnable) if runnable > 0 else 1.0
 
 
+#: A pool is chosen only where its estimate is at most this fraction of the in-process one: the two are
+#: often within 15 % of each other (all-MiniLM-L6-v2 on 2 cores), where a slightly wrong count of busy
+#: cores would flip a bare "sooner" and a pool that loses costs up to 1.6× (issue 52).
+POOL_MARGIN = 0.8
+
+
 def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: tuple | None = None,
               busy: float | None = None) -> tuple:
     """``(use_pool, cost)``: whether ``workers`` spawned processes finish ``flops`` of decompositions sooner
     than this process alone.
 
-    The kernel shares the ``c`` cores fairly among the runnable processes: ``busy`` others (the one-minute
-    load average) and ours. In process the work takes ``T₁ = flops / rate / min(1, c / (1 + busy))``; a
+    The kernel shares the ``c`` cores fairly among the runnable processes: ``busy`` others (runnable now,
+    :func:`_busy_cores`) and ours. In process the work takes ``T₁ = flops / rate / min(1, c / (1 + busy))``; a
     pool of ``w`` workers gets ``e = w·min(1, c / (w + busy))`` cores' worth (``effective_workers``) and
     takes about ``s + flops / rate / e`` (``s``: a worker's start-up, :func:`worker_start_seconds`; the
     workers start at once). So a machine whose cores other processes keep busy gives a pool less than
     its size, but not nothing: two workers beside one busy process on two cores get 4/3 of a core, one
     process alone one core. The pool is chosen when it is estimated sooner. ``cost`` states every
-    number. ``rate`` and ``start`` (each ``(value, where it comes from)``) default to :func:`svd_rate`
-    and :func:`worker_start_seconds`."""
+    number. The pool is chosen only where it is estimated clearly sooner: ``pooled ≤ POOL_MARGIN·T₁``
+    (:data:`POOL_MARGIN`). ``busy`` defaults to the processes runnable now (:func:`_busy_cores`);
+    ``rate`` and ``start`` (each ``(value, where it comes from)``) default to :func:`svd_rate` and
+    :func:`worker_start_seconds`."""
     rate, rate_from = svd_rate() if rate is None else rate
     s, where = worker_start_seconds() if start is None else start
+    busy_from = "given" if busy is not None else "processes runnable now, this one not counted (_busy_cores)"
     busy = max(0.0, _busy_cores() if busy is None else busy)
     cores = _cores()
     worth = workers * _core_share(workers + busy, cores)  # the pool's cores' worth beside the busy processes
     serial = flops / rate / _core_share(1 + busy, cores)
     pooled = s + flops / rate / worth
-    use = workers > 1 and pooled < serial
+    use = workers > 1 and pooled <= POOL_MARGIN * serial
     return use, {"svd_flops": flops, "svd_rate_GFLOPs": round(rate / 1e9, 2), "svd_rate_from": rate_from,
                  "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2),
                  "effective_workers": round(worth, 2), "worker_start_s": round(s, 3), "worker_start_from": where,
-                 "workers": workers, "pool_estimate_s": round(pooled, 3),
+                 "workers": workers, "pool_estimate_s": round(pooled, 3), "margin": POOL_MARGIN,
+                 "busy_from": busy_from,
                  "decision": (f"a pool of {workers}" if use else "in process") + (
                      f": {pooled:.2f} s estimated with {workers} workers ({worth:.2f} cores' worth beside "
-                     f"{busy:.2f} busy) against {serial:.2f} s in process")}
+                     f"{busy:.2f} busy) against {serial:.2f} s in process (a pool needs ≤ {POOL_MARGIN:g}×)")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,6 +365,27 @@ def tune_allocator() -> bool:
 # --------------------------------------------------------------------------------------------
 # A process pool that stops when told
 # --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def blas_threads(threads: int):
+    """BLAS (and OpenMP) limited to ``threads`` threads inside the block; ``0`` leaves them as they are.
+
+    The one thread policy of the API (``threads=`` of :func:`~bounds_lib.analysis.spectra.compute_spectra`
+    and :func:`~bounds_lib.analysis.scoring.analyze`, default 1) and of the command (``--threads``,
+    default 1): the matrices are small, and threaded BLAS beside another busy process can be many times
+    slower. NumPy's BLAS library is loaded first: threadpoolctl limits only libraries already loaded, so
+    a limit set before ``numpy.linalg`` was first imported would limit nothing. The limits in force
+    before are restored at the end; a limit the environment set before import
+    (``OPENBLAS_NUM_THREADS=1``) is a limit as well."""
+    if threads == 0:
+        yield
+        return
+    import numpy.linalg  # noqa: F401  (NumPy's OpenBLAS; the analysis uses no other, and never imports SciPy)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads):
+        yield
 
 
 def _blas_threads():

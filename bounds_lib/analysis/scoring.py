@@ -560,7 +560,7 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
 def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None = None,
             cache: SpectraCache | None = None, progress=None, allow_download: bool | None = None,
             options: ScoringOptions | None = None, entrywise: bool = True, jobs: int = 1,
-            layers: int | None = None, **kw
+            layers: int | None = None, threads: int = 1, **kw
             ) -> BoundReport:
     """:func:`~bounds_lib.analysis.spectra.compute_spectra` then :func:`score`
     — the whole analysis of one model (Chapter 6).
@@ -570,8 +570,8 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
     model
         Anything :func:`~bounds_lib.checkpoints.hub.open_checkpoint` accepts (a state dict with
         ``config=`` in ``kw``).
-    mode, dtype, n_layers, cache, progress, allow_download, entrywise, jobs, layers
-        As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``layers`` is the old name of ``n_layers``).
+    mode, dtype, n_layers, cache, progress, allow_download, entrywise, jobs, layers, threads
+        As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``layers``: old name; CLI defaults differ there).
     options, **kw
         As in :func:`score`; ``config``, ``download_timeout`` and ``prefix`` in ``kw`` go to
         ``compute_spectra``.
@@ -596,5 +596,5 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
     spectra_kw = {k: kw.pop(k) for k in ("config", "download_timeout", "prefix") if k in kw}
     sp = compute_spectra(model, mode=mode, dtype=dtype, n_layers=n_layers, layers=layers, cache=cache,
                          progress=progress, allow_download=allow_download, entrywise=entrywise, jobs=jobs,
-                         **spectra_kw)
+                         threads=threads, **spectra_kw)
     return score(sp, options, **kw)

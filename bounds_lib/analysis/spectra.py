@@ -28,6 +28,7 @@ from .cluster import SCHEDULER_TIMEOUT_S
 from .devices import resolve_device
 from .kernel import MODES
 from .parallel import run_units
+from .pool import blas_threads
 from .units import unit_steps, work_units
 
 __all__ = [
@@ -101,7 +102,8 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                     allow_download: bool | None = None, config=None, jobs: int = 1,
                     download_timeout: float | None = None, layers: int | None = None,
                     prefix: str | None = None, scheduler=None, resume=None, device=None,
-                    scheduler_timeout: float | None = None, unit_timeout: float | None = None) -> ModelSpectra:
+                    scheduler_timeout: float | None = None, unit_timeout: float | None = None,
+                    threads: int = 1) -> ModelSpectra:
     """Spectra of every ``QK_h``, ``Ṽ_h``, ``M_in``, ``M_out`` of ``model`` (Chapter 6; see the module docstring).
 
     The whole model is validated (layout, shapes) before any SVD; then each part of a layer
@@ -124,15 +126,21 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     cache : bounds_lib.analysis.cache.SpectraCache, optional
         Reuse spectra of identical weights (never changes a result).
     entrywise : bool
-        Also compute the (1,1) norms of the head products (explicit N×N products); ``NaN`` otherwise.
+        Also compute the (1,1) norms of the head products (explicit N×N products); ``NaN`` otherwise
+        (default ``True``; the command's default is ``--no-entrywise``, about 15 % sooner).
     progress : callable, optional
         ``progress(done, total)`` after each matrix group (``QK``, ``V``, ``M_in``, ``M_out``) of every layer.
     allow_download, config, download_timeout
         Passed to :func:`~bounds_lib.checkpoints.hub.open_checkpoint` (downloads are off by default; the
         timeout is in seconds).
+    threads : int
+        BLAS threads of the decompositions here and in every worker (default 1, as the command's
+        ``--threads``; ``0`` leaves the BLAS default): :func:`bounds_lib.analysis.pool.blas_threads`.
     jobs : int
         Workers (``0``: chosen — one per free CPU core where :func:`bounds_lib.analysis.pool.plan_pool`
-        estimates that starting them pays, else this process; default 1: in this process). For a checkpoint on disk they
+        estimates that starting them pays, else this process; default 1: in this process — the
+        command's default is 0, but a notebook's or a script's own process is the API's usual caller, and
+        worker processes started from it would each import the library again). For a checkpoint on disk they
         are processes that each reopen it and read only their unit's tensors; for weights in memory,
         or with ``cache``, threads. Their number is also limited by memory
         (:func:`bounds_lib.analysis.pool.choose_workers`; ``meta["parallel"]`` says how it was chosen).
@@ -202,6 +210,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
     else:
         n_layers_name = "n_layers"
     jobs = check_scalar(jobs, "jobs (workers; 0: one per CPU core)", int, min_val=0)
+    threads = check_scalar(threads, "threads (BLAS threads; 0: the BLAS default)", int, min_val=0)
     if device is not None and scheduler is None:  # fail before reading anything (cuda missing, a typo)
         resolve_device(device)
     t0 = time.perf_counter()
@@ -222,10 +231,11 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
                 progress(done[0], total)
 
     t_open = time.perf_counter() - t0
-    mats, parallel = run_units(source, arch, mode=mode, dtype=dtype, entrywise=entrywise, jobs=jobs, cache=cache,
-                               scheduler=scheduler, resume=resume, device=device, on_step=step,
-                               scheduler_timeout=SCHEDULER_TIMEOUT_S if scheduler_timeout is None
-                               else scheduler_timeout, unit_timeout=unit_timeout)
+    with blas_threads(threads):
+        mats, parallel = run_units(source, arch, mode=mode, dtype=dtype, entrywise=entrywise, jobs=jobs,
+                                   cache=cache, scheduler=scheduler, resume=resume, device=device, on_step=step,
+                                   scheduler_timeout=SCHEDULER_TIMEOUT_S if scheduler_timeout is None
+                                   else scheduler_timeout, unit_timeout=unit_timeout)
     meta = {"seconds_open": t_open, "seconds_total": time.perf_counter() - t0, "source_kind": source.storage,
             "parallel": parallel}
     return ModelSpectra(arch, mode, dtype.name, tuple(mats), source.description, meta)

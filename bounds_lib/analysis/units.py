@@ -288,8 +288,8 @@ def _worker_store(task: UnitTask):
 
 
 def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> dict:
-    """One unit, in whatever process runs it: ``{"matrices", "computed", "stored", "seconds", "host", "pid",
-    "maxrss"}``.
+    """One unit, in whatever process runs it: ``{"matrices", "computed", "stored", "seconds", "cpu_seconds",
+    "host", "pid", "maxrss"}`` (``cpu_seconds``: of the thread that ran it).
 
     ``source`` is the open checkpoint when the caller shares one (in process, threads); a worker
     process opens ``task.opener`` itself (once per process) and runs BLAS on ``task.blas_threads``
@@ -297,7 +297,7 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     computed, and a computed one is stored before it is returned (so a task that Dask reruns after its
     worker died finds it).
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     first = None
     if source is None and not _STARTED:  # this worker process's first unit: when it began (for plan_pool)
         _STARTED.append(True)
@@ -316,7 +316,8 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     else:
         mats = _compute(src, task, cache)
     out = {"matrices": mats, "computed": True, "stored": False, "seconds": time.perf_counter() - t0,
-           "host": _hostname(), "pid": os.getpid(), "maxrss": _maxrss_bytes(), "first_task_started": first}
+           "cpu_seconds": time.thread_time() - c0, "host": _hostname(), "pid": os.getpid(),
+           "maxrss": _maxrss_bytes(), "first_task_started": first}
     if store is not None:
         try:
             store.store(task.key, task, out)

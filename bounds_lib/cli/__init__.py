@@ -207,15 +207,10 @@ def _main(argv: list, own_process: bool) -> int:
                 _tune_process()
             preflight._check_outputs(args)
             run = analyze._cmd_analyze if args.command == "analyze" else scaling._cmd_scaling
-            if args.threads == 0:
+            from ..analysis.pool import blas_threads
+
+            with blas_threads(args.threads):  # the API's policy (scoring and plots included)
                 rc = run(args)
-            else:
-                from threadpoolctl import threadpool_limits
-
-                from ..analysis import scoring  # noqa: F401  (loads numpy's and scipy's BLAS: threadpoolctl limits loaded ones)
-
-                with threadpool_limits(args.threads):
-                    rc = run(args)
             sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's final flush
         return rc
     except BrokenPipeError:

@@ -232,7 +232,7 @@ def _analyze_one(model, args, label=None):
                              jobs=args.jobs, download_timeout=args.download_timeout, prefix=args.prefix,
                              scheduler=args.scheduler, scheduler_timeout=args.scheduler_timeout,
                              unit_timeout=args.unit_timeout,
-                             resume=args.resume, device=args.device)
+                             resume=args.resume, device=args.device, threads=args.threads)
     finally:
         close_bar()
     t1 = time.perf_counter()

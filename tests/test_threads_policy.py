@@ -1,0 +1,96 @@
+"""One BLAS-thread policy for the API and the command (issue 52): ``threads=`` of ``compute_spectra`` and
+``analyze`` (default 1, the command's ``--threads`` default) limits the BLAS libraries that decompose, in
+a fresh interpreter where ``numpy.linalg`` was never imported before the call, and so does a limit set
+through the environment before import. Each case runs in its own interpreter: which libraries are loaded,
+and how many threads they were given, is state of the process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import bounds_lib.analysis.pool as POOL
+
+pytestmark = pytest.mark.skipif(POOL._cores() < 2, reason="a thread limit shows only where BLAS has 2 threads")
+
+#: Records the BLAS threads while the units run, and before and after the call, in a fresh interpreter.
+_PROBE = r"""
+import json, sys
+import bounds_lib
+from threadpoolctl import threadpool_info
+
+def blas():
+    return sorted({i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"})
+
+def libs():
+    return len([i for i in threadpool_info() if i.get("user_api") == "blas"])
+
+seen = {"loaded_at_import": libs()}
+import bounds_lib.analysis.spectra as S
+from bounds_lib.checkpoints import random_bert_state_dict
+real = S.run_units
+def spy(*a, **kw):
+    seen["during"] = blas()
+    seen["libs_during"] = libs()
+    return real(*a, **kw)
+S.run_units = spy
+sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+kw = json.loads(sys.argv[1])
+fn = bounds_lib.analyze if kw.pop("api", "") == "analyze" else bounds_lib.compute_spectra
+fn(sd, config=cfg, **kw)
+seen["after"] = blas()
+print(json.dumps(seen))
+"""
+
+
+def _probe(kw: dict, **env) -> dict:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(kw)], capture_output=True, text=True,
+                         env={**clean, **env}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_default_is_one_thread_though_numpy_linalg_was_not_loaded_before_the_call():
+    seen = _probe({})
+    assert seen["loaded_at_import"] == 0  # import bounds_lib loads no BLAS: a limit set then would limit nothing
+    assert seen["during"] == [1] and seen["libs_during"] >= 1  # NumPy's OpenBLAS (and any other loaded), limited
+    assert seen["after"] == [POOL._cores()]  # the machine's default again afterwards
+
+
+@pytest.mark.parametrize("api", ["compute_spectra", "analyze"])
+def test_threads_is_passed_on_and_0_leaves_the_default(api):
+    assert _probe({"api": api, "threads": 2})["during"] == [2]
+    assert _probe({"api": api, "threads": 0})["during"] == [POOL._cores()]
+    assert _probe({"api": api})["during"] == [1]
+
+
+def test_a_limit_from_the_environment_before_import_holds_too():
+    assert _probe({"threads": 0}, OPENBLAS_NUM_THREADS="1")["during"] == [1]
+
+
+def test_a_limit_set_before_the_libraries_load_limits_nothing():
+    """Why :func:`blas_threads` imports ``numpy.linalg`` first: threadpoolctl's limit
+    around an import that loads OpenBLAS leaves the new library at its default."""
+    code = ("from threadpoolctl import threadpool_limits, threadpool_info\n"
+            "with threadpool_limits(1):\n"
+            "    import numpy.linalg\n"
+            "    print(sorted({i['num_threads'] for i in threadpool_info() if i.get('user_api') == 'blas'}))\n")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean, timeout=60)
+    assert out.stdout.strip() == str([POOL._cores()])
+
+
+def test_threads_is_validated_like_jobs():
+    from bounds_lib.analysis.spectra import compute_spectra
+    from bounds_lib.checkpoints import random_bert_state_dict
+
+    sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    with pytest.raises(ValueError, match="threads"):
+        compute_spectra(sd, config=cfg, threads=-1)
+    with pytest.raises(TypeError, match="threads"):
+        compute_spectra(sd, config=cfg, threads=1.5)
