@@ -226,7 +226,8 @@ def _with_terms(change: MatrixChange, ra: BoundReport, rb: BoundReport) -> Matri
 
 
 def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, config_b=None,
-            options=None, allow_download: bool | None = None, progress=None) -> ModelComparison:
+            options=None, allow_download: bool | None = None, progress=None, prefix: str | None = None,
+            **spectra_kw) -> ModelComparison:
     """Compare checkpoints ``a`` and ``b`` of one architecture matrix by matrix (see the module docstring).
 
     Parameters
@@ -240,6 +241,9 @@ def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, con
         Size of the top singular subspaces whose principal angles are compared (capped by each matrix's size).
     options : ScoringOptions, optional
         The constants of both reports (:func:`~bounds_lib.analysis.scoring.score`).
+    allow_download, progress, prefix, **spectra_kw
+        As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``dtype``, ``jobs``, ``device``, ``resume``,
+        ``entrywise``…), for both models.
 
     Returns
     -------
@@ -268,13 +272,15 @@ def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, con
     top_k = check_scalar(top_k, "top_k", int, min_val=1)
     src_a = open_checkpoint(a, config=config_a, allow_download=allow_download)
     src_b = open_checkpoint(b, config=config_b, allow_download=allow_download)
-    spec_a, spec_b = detect_architecture(src_a), detect_architecture(src_b)
+    spec_a, spec_b = detect_architecture(src_a, prefix=prefix), detect_architecture(src_b, prefix=prefix)
     check_same_shapes(src_a, src_b, spec_a, spec_b)
     if spec_a.n_experts:
         raise CheckpointError("cannot compare mixture-of-experts models yet (one M_in/M_out per expert)")
-    reports = [score(compute_spectra(src, mode=mode, progress=progress), options) for src in (src_a, src_b)]
+    reports = [score(compute_spectra(src, mode=mode, progress=progress, prefix=prefix, **spectra_kw), options)
+               for src in (src_a, src_b)]
     changes = []
-    for la, lb in zip(iter_layers(src_a, spec_a), iter_layers(src_b, spec_b)):
+    layers = range(spectra_kw["n_layers"]) if spectra_kw.get("n_layers") else None
+    for la, lb in zip(iter_layers(src_a, spec_a, layers=layers), iter_layers(src_b, spec_b, layers=layers)):
         changes += _head_changes(la, lb, spec_a, top_k) + _ffn_changes(la, lb, spec_a, top_k)
     changes = [_with_terms(c, *reports) for c in changes]
     order = sorted(range(len(changes)), key=lambda i: (-changes[i].rel_change_fro, i))
