@@ -472,7 +472,7 @@ def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
         rc, cap, out = run_cli(capsys, tmp_path, model, "--mode", mode, "--entrywise")
         assert rc == 0, cap.err
         assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
-            f"{n}.png" for n in ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"))
+            f"{n}.png" for n in ("spectral_decay", "esd", "p_star_histogram", "T_ratio", "norms", "prefix_depth"))
         rep = analyze(model, mode=mode)
         zero = [m for m in rep.matrices if m.sigma1 == 0]
         assert {(m.layer, m.head, m.matrix_type) for m in zero} == {(0, 0, "QK"), (1, -1, "M_in"), (1, -1, "M_out")}

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..checkpoints.layers import part_roles
 
-__all__ = ["COLUMNS", "COMPARE_COLUMNS", "matrix_tensors", "report_rows", "architecture_alone", "standouts", "to_dataframe",
+__all__ = ["COLUMNS", "COMPARE_COLUMNS", "matrix_tensors", "report_rows", "spectra_rows", "architecture_alone", "standouts", "to_dataframe",
            "columns_help"]
 
 #: The columns of one matrix's row (``MatrixScore.to_row``: the ``analyze`` CSV and JSON ``matrices``).
@@ -111,6 +111,33 @@ def report_rows(report) -> list:
                    else " + ".join(report.arch.tensor_names(m.layer)[r] for r in part_roles(report.arch, kind)))
         rows.append({k: row[k] for k in ("layer", "head", "expert", "kind")} | {"tensors": tensors}
                     | {k: v for k, v in row.items() if k not in ("layer", "head", "expert", "kind")})
+    return rows
+
+
+def spectra_rows(spectra, long: bool = False) -> list:
+    """Every singular value of ``spectra`` (:class:`~bounds_lib.analysis.spectra.ModelSpectra`), with tensor names.
+
+    ``long=False``: one dict per matrix (``layer``, ``head``, ``expert``, ``kind``, ``tensors``, ``sigma``: the
+    list, descending). ``long=True``: one dict per singular value (``sigma`` one number, ``i`` its index from 1),
+    the long format a data frame or a spreadsheet filters by column.
+
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.analysis.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=1, hidden=8, n_heads=2, d_ff=16)
+    >>> sp = compute_spectra(sd, config=cfg)
+    >>> len(spectra_rows(sp, long=True)) == sum(m.sigma.size for m in sp.matrices)
+    True
+    """
+    rows = []
+    for m in spectra.matrices:
+        tensors = (matrix_tensors(spectra.arch, m.layer, m.matrix_type, m.head) if m.expert is None
+                   else f"{m.matrix_type} of expert {m.expert}")
+        head = {"layer": m.layer, "head": m.head if m.head >= 0 else "",
+                "expert": "" if m.expert is None else m.expert, "kind": m.matrix_type, "tensors": tensors}
+        if long:
+            rows += [head | {"i": i, "sigma": float(v)} for i, v in enumerate(m.sigma, 1)]
+        else:
+            rows.append(head | {"sigma": m.sigma.tolist()})
     return rows
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import _UserError
 from .outputs import _through_links, stream_target
 
-_PLOT_NAMES = {"analyze": ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"),
+_PLOT_NAMES = {"analyze": ("spectral_decay", "esd", "p_star_histogram", "T_ratio", "norms", "prefix_depth"),
                "scaling": ("scaling",)}
 
 
