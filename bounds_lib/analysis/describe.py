@@ -19,8 +19,8 @@ import numpy as np
 
 from ..checkpoints.layers import part_roles
 
-__all__ = ["COLUMNS", "COMPARE_COLUMNS", "matrix_tensors", "report_rows", "spectra_rows", "architecture_alone", "standouts", "to_dataframe",
-           "columns_help"]
+__all__ = ["COLUMNS", "COMPARE_COLUMNS", "matrix_tensors", "report_rows", "spectra_rows", "architecture_alone",
+           "standouts", "to_dataframe", "columns_help"]
 
 #: The columns of one matrix's row (``MatrixScore.to_row``: the ``analyze`` CSV and JSON ``matrices``).
 COLUMNS = {
@@ -214,7 +214,8 @@ def standouts(report, n: int = 10) -> list:
 
 
 def to_dataframe(rows: list):
-    """``rows`` (dicts with the same keys) as a :class:`pandas.DataFrame`; a clear :class:`ImportError` without pandas."""
+    """``rows`` (dicts with the same keys) as a :class:`pandas.DataFrame`; an :class:`ImportError` saying how to
+    install pandas when it is missing."""
     try:
         import pandas as pd
     except ImportError:

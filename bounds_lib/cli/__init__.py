@@ -74,7 +74,8 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         import bounds_lib
 
-        parser.exit(message=f"{PROG} {bounds_lib.__version__}\n")
+        print(f"{PROG} {bounds_lib.__version__}")
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="two checkpoints of one architecture, matrix by matrix (what a fine-tune "
                        "changed), most changed first", formatter_class=raw,
                        epilog="columns of --csv and of the JSON report's matrices:\n" + columns_help(COMPARE_COLUMNS))
-    c.add_argument("models", nargs=2, metavar=("A", "B"), help="model directories, Hub ids or ONNX exports")
+    c.add_argument("models", nargs=2, metavar="MODEL", help="A then B: model directories, Hub ids or ONNX exports")
     _add_model_options(c)
     c.add_argument("--json", type=Path, help="write the comparison as JSON (atomically; - for stdout)")
     c.add_argument("--csv", type=Path, help="write one row per matrix, ranked; - for stdout")
