@@ -108,3 +108,22 @@ def test_help_describes_every_column(command, columns, capsys):
         main([command, "--help"])
     text = capsys.readouterr().out
     assert all(f"  {c}: " in text for c in columns), [c for c in columns if f"  {c}: " not in text]
+
+
+def test_the_hubs_error_is_never_cut(monkeypatch, capsys):
+    """A Hub error of many words and lines (huggingface_hub's offline message) is one line, whole."""
+    import huggingface_hub
+
+    words = " ".join(f"w{i}" for i in range(80))
+    message = f"An error happened while trying to locate the files on the Hub\n{words}\nPlease check your connection."
+
+    def fake(repo_id, local_files_only=False, **kw):
+        raise (FileNotFoundError("not cached") if local_files_only else OSError(message))
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    rc = main(["analyze", "someone/some-model", "--allow-download"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1
+    assert err[0].endswith(f"on the Hub {words} Please check your connection.") and "w79" in err[0]

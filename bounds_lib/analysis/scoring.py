@@ -362,10 +362,11 @@ class BoundReport(_ArchitectureSizes):
         dict
             ``model``, ``architecture``, ``mode``, ``dtype``, ``options``, ``grid``, ``log10_Lambda``,
             ``log10_depth_weight_alpha`` (the paper's depth weight α, not a power-law exponent), ``summary``,
-            ``meaning`` (:func:`~bounds_lib.analysis.describe.architecture_alone`'s sentence), ``matrices`` (one
+            ``meaning`` (:func:`~bounds_lib.analysis.describe.architecture_alone` and the descriptive
+            :func:`~bounds_lib.analysis.describe.standouts`), ``matrices`` (one
             row each, with its tensors: :func:`~bounds_lib.analysis.describe.report_rows`) and ``meta``.
         """
-        from .describe import architecture_alone, report_rows
+        from .describe import architecture_alone, report_rows, standouts
         return {
             "model": self.source, "architecture": self.arch.to_dict(), "mode": self.mode, "dtype": self.dtype,
             "options": {"logit_scale": self.options.logit_scale, "logit_scale_value": self.logit_scale,
@@ -374,7 +375,7 @@ class BoundReport(_ArchitectureSizes):
             "grid": self.grid.tolist(),
             "log10_Lambda": (self.log_Lambda / math.log(10)).tolist(),
             "log10_depth_weight_alpha": (self.log_alpha / math.log(10)).tolist(),
-            "summary": self.summary(), "meaning": architecture_alone(self)["statement"],
+            "summary": self.summary(), "meaning": {**architecture_alone(self), "stands_out": standouts(self)},
             "matrices": report_rows(self),
             "meta": self.meta,
         }
