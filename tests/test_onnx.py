@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from tiny_checkpoints import write_tiny_bert  # noqa: E402
 
 from bounds_lib.analysis.scoring import analyze  # noqa: E402
 from bounds_lib.checkpoints import CheckpointError, detect_architecture, open_checkpoint  # noqa: E402

