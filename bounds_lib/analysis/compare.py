@@ -11,9 +11,12 @@
   top-``k`` left singular subspaces (1: the same directions, 0: orthogonal), and the largest angle;
 * the post hoc choice ``p*`` and the term ``log10 𝒯*`` of both reports (:func:`bounds_lib.analysis.scoring.score`).
 
-Head products are never formed: ``QK_h = W_{Q,h} W_{K,h}ᵀ`` and its change
-``[W^b_{Q,h} | −W^a_{Q,h}] [W^b_{K,h} | W^a_{K,h}]ᵀ`` have their singular values and vectors from the small
-core of two thin QR factorisations (the ``"clean"`` route of :mod:`bounds_lib.analysis.kernel`).
+The singular values are those of both models' spectra (:func:`~bounds_lib.analysis.spectra.compute_spectra`,
+the ones their reports score). Head products are never formed: the top singular vectors of
+``QK_h = W_{Q,h} W_{K,h}ᵀ`` and the norms of its change ``[W^b_{Q,h} | −W^a_{Q,h}] [W^b_{K,h} | W^a_{K,h}]ᵀ``
+come from the small core of two thin QR factorisations (the ``"clean"`` route of
+:mod:`bounds_lib.analysis.kernel`); a feed-forward matrix's top vectors and its change's spectral norm come
+from the eigenvalues of its smaller Gram matrix.
 The rows are ranked by ``rel_change_fro`` (largest first); :meth:`ModelComparison.summary` gives the
 whole-model change of ``B_ours`` and ``B_Edelman``.
 """
@@ -151,65 +154,78 @@ def _thin_factors(left: np.ndarray, right: np.ndarray):
     return ql, rl @ rr.T, qr_
 
 
-def _spectrum_and_top(left, right, k: int):
-    """Singular values and top-``k`` left singular vectors of ``left @ right.T`` (never formed)."""
+def _top_left(left, right, k: int):
+    """The top-``k`` left singular vectors of ``left @ right.T`` (never formed)."""
     ql, core, _ = _thin_factors(left, right)
-    u, s, _ = np.linalg.svd(core)
-    return s, ql @ u[:, :k]
+    u = np.linalg.svd(core)[0]
+    return ql @ u[:, :k]
 
 
-def _dense_spectrum_and_top(W, k: int):
-    u, s, _ = np.linalg.svd(W, full_matrices=False)
-    return s, u[:, :k]
+def _dense_top(W, k: int):
+    """The top-``k`` left singular vectors of ``W`` from the eigenvectors of its smaller Gram matrix (the top
+    ``k`` are far above rounding, so the Gram's squaring loses nothing there; a full SVD of a d_ff-wide
+    matrix costs several times more)."""
+    if W.shape[0] <= W.shape[1]:
+        return np.linalg.eigh(W @ W.T)[1][:, ::-1][:, :k]
+    lam, V = np.linalg.eigh(W.T @ W)
+    Vk, s = V[:, ::-1][:, :k], np.sqrt(np.maximum(lam[::-1][:k], 0.0))
+    return (W @ Vk) / np.where(s > 0, s, 1.0)
 
 
-def _change(sig_a, top_a, sig_b, top_b, delta_sigma, k: int) -> dict:
-    """The numbers of one :class:`MatrixChange` from both spectra, both top subspaces and ``σ(ΔW)``."""
+def _dense_delta(D) -> tuple[float, float]:
+    """``(‖D‖_F, ‖D‖₂)``, the spectral norm from the largest eigenvalue of the smaller Gram matrix."""
+    G = D @ D.T if D.shape[0] <= D.shape[1] else D.T @ D
+    return float(np.linalg.norm(D)), float(np.sqrt(max(np.linalg.eigvalsh(G)[-1], 0.0)))
+
+
+def _change(sig_a, top_a, sig_b, top_b, delta: tuple, k: int) -> dict:
+    """The numbers of one :class:`MatrixChange` from both spectra, both top subspaces and ``(‖ΔW‖_F, ‖ΔW‖₂)``."""
     n = min(sig_a.size, sig_b.size)
     fro_a = float(np.sqrt(np.sum(sig_a ** 2)))
-    fro_d, spec_d = float(np.sqrt(np.sum(delta_sigma ** 2))), float(delta_sigma[0]) if delta_sigma.size else 0.0
+    fro_d, spec_d = delta
     s1 = float(sig_a[0]) if sig_a.size else 0.0
-    cos = np.clip(np.linalg.svd(top_a.T @ top_b, compute_uv=False), 0.0, 1.0) if k else np.ones(0)
+    cos = np.clip(np.linalg.svd(top_a.T @ top_b, compute_uv=False), 0.0, 1.0)
     return dict(
         rel_change_fro=fro_d / fro_a if fro_a > 0 else math.inf * (fro_d > 0),
         rel_change_spec=spec_d / s1 if s1 > 0 else math.inf * (spec_d > 0),
         abs_change_fro=fro_d, abs_change_spec=spec_d,
         sigma_shift=float(np.max(np.abs(sig_b[:n] - sig_a[:n]))) / s1 if s1 > 0 and n else 0.0,
         effective_rank_a=effective_rank(sig_a), effective_rank_b=effective_rank(sig_b), top_k=k,
-        subspace_overlap=float(np.sum(cos ** 2) / k) if k else 1.0,
-        max_principal_angle_deg=float(np.degrees(np.arccos(cos.min()))) if k else 0.0)
+        subspace_overlap=float(np.sum(cos ** 2) / k),
+        max_principal_angle_deg=float(np.degrees(np.arccos(cos.min()))))
 
 
-def _head_changes(la, lb, spec, top_k: int) -> list:
-    """The changes of every ``QK_h`` and ``Ṽ_h`` of one layer (``la``, ``lb``: :class:`LayerWeights`)."""
+def _head_changes(la, lb, spec, sigmas, top_k: int) -> list:
+    """The changes of every ``QK_h`` and ``Ṽ_h`` of one layer (``la``, ``lb``: :class:`LayerWeights`; ``sigmas``:
+    ``{(layer, head, type): (σ in a, σ in b)}`` from both models' spectra)."""
     out = []
     for kind, factors in (("QK", lambda lw, h: (lw.W_Q(h), lw.W_K(h))),
                           ("V", lambda lw, h: (lw.W_V(h), lw.W_O(h).T))):
         for h in range(spec.n_heads):
             (l_a, r_a), (l_b, r_b) = factors(la, h), factors(lb, h)
             k = min(top_k, l_a.shape[1])
-            sig_a, top_a = _spectrum_and_top(l_a, r_a, k)
-            sig_b, top_b = _spectrum_and_top(l_b, r_b, k)
             if np.array_equal(l_a, l_b) and np.array_equal(r_a, r_b):  # unchanged: exactly zero, not QR rounding
-                d_sig = np.zeros(1)
+                delta = (0.0, 0.0)
             else:
                 _, core, _ = _thin_factors(np.hstack([l_b, -l_a]), np.hstack([r_b, r_a]))
                 d_sig = np.linalg.svd(core, compute_uv=False)
+                delta = (float(np.sqrt(np.sum(d_sig ** 2))), float(d_sig[0]))
+            sig_a, sig_b = sigmas[(la.layer, h, kind)]
             out.append(MatrixChange(la.layer, h, kind, matrix_tensors(spec, la.layer, kind, h),
-                                    **_change(sig_a, top_a, sig_b, top_b, d_sig, k)))
+                                    **_change(sig_a, _top_left(l_a, r_a, k), sig_b, _top_left(l_b, r_b, k),
+                                              delta, k)))
     return out
 
 
-def _ffn_changes(la, lb, spec, top_k: int) -> list:
+def _ffn_changes(la, lb, spec, sigmas, top_k: int) -> list:
     out = []
     for kind in ("M_in", "M_out"):
         Wa, Wb = la.matrix(kind), lb.matrix(kind)
         k = min(top_k, min(Wa.shape))
-        sig_a, top_a = _dense_spectrum_and_top(Wa, k)
-        sig_b, top_b = _dense_spectrum_and_top(Wb, k)
-        d_sig = np.linalg.svd(Wb - Wa, compute_uv=False)
+        sig_a, sig_b = sigmas[(la.layer, -1, kind)]
         out.append(MatrixChange(la.layer, -1, kind, matrix_tensors(spec, la.layer, kind),
-                                **_change(sig_a, top_a, sig_b, top_b, d_sig, k)))
+                                **_change(sig_a, _dense_top(Wa, k), sig_b, _dense_top(Wb, k),
+                                          _dense_delta(Wb - Wa), k)))
     return out
 
 
@@ -276,12 +292,15 @@ def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, con
     check_same_shapes(src_a, src_b, spec_a, spec_b)
     if spec_a.n_experts:
         raise CheckpointError("cannot compare mixture-of-experts models yet (one M_in/M_out per expert)")
-    reports = [score(compute_spectra(src, mode=mode, progress=progress, prefix=prefix, **spectra_kw), options)
+    spectra = [compute_spectra(src, mode=mode, progress=progress, prefix=prefix, **spectra_kw)
                for src in (src_a, src_b)]
+    reports = [score(sp, options) for sp in spectra]
+    sigmas = {(ma.layer, ma.head, ma.matrix_type): (ma.sigma, mb.sigma)
+              for ma, mb in zip(spectra[0].matrices, spectra[1].matrices)}
     changes = []
     layers = range(spectra_kw["n_layers"]) if spectra_kw.get("n_layers") else None
     for la, lb in zip(iter_layers(src_a, spec_a, layers=layers), iter_layers(src_b, spec_b, layers=layers)):
-        changes += _head_changes(la, lb, spec_a, top_k) + _ffn_changes(la, lb, spec_a, top_k)
+        changes += _head_changes(la, lb, spec_a, sigmas, top_k) + _ffn_changes(la, lb, spec_a, sigmas, top_k)
     changes = [_with_terms(c, *reports) for c in changes]
     order = sorted(range(len(changes)), key=lambda i: (-changes[i].rel_change_fro, i))
     return ModelComparison(reports[0], reports[1], tuple(changes[i] for i in order))
