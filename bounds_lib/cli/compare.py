@@ -55,7 +55,7 @@ def _cmd_compare(args):
                       allow_download=True if args.allow_download else None, dtype=args.dtype, jobs=args.jobs,
                       n_layers=args.layers, entrywise=args.entrywise, device=args.device, resume=args.resume,
                       download_timeout=args.download_timeout, scheduler=args.scheduler,
-                      scheduler_timeout=args.scheduler_timeout, unit_timeout=args.unit_timeout)
+                      scheduler_timeout=args.scheduler_timeout, unit_timeout=args.unit_timeout, threads=args.threads)
     finally:
         close_bar()
     args.parallel = cmp.report_a.meta.get("parallel", {})
