@@ -399,7 +399,7 @@ def test_a_stopping_signal_between_the_final_renames_completes_the_set(sig, tmp_
     assert "the reports were written completely before the interruption" in r.stderr
     assert sorted(os.listdir(out)) == ["plots", "r.csv", "r.json"]  # no .old backup left, no .tmp
     assert json.loads((out / "r.json").read_text())["summary"] and (out / "r.csv").read_text() != "old csv"
-    assert len(os.listdir(out / "plots")) == 5
+    assert len(os.listdir(out / "plots")) == 6  # every figure of --plots (esd.png included)
 
 
 # ------------------------------------------------------------------ 10, 11. odd names, '-', stdout
