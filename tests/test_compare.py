@@ -10,6 +10,7 @@ import pytest
 
 import bounds_lib.analysis.compare as C
 from bounds_lib.analysis.compare import compare, effective_rank
+from bounds_lib.analysis.describe import COMPARE_COLUMNS
 from bounds_lib.checkpoints import CheckpointError, random_bert_state_dict
 
 #: Relative agreement of QR-core norms with the explicit products' norms (float64, matrices of size ≤ 32).
@@ -124,3 +125,5 @@ def test_to_dict_and_dataframe(base):
     assert d["summary"]["delta_log10_B_ours"] == 0.0 and d["summary"]["n_changed"] == 0
     df = cmp.report_a.to_dataframe()
     assert isinstance(df, pd.DataFrame) and len(df) == 3 * (2 * H + 2) and "tensors" in df.columns
+    assert list(cmp.to_dataframe().columns) == list(COMPARE_COLUMNS)
+    assert d["meaning"]["a"]["architecture_alone"] == d["meaning"]["b"]["architecture_alone"]

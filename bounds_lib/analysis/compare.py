@@ -29,7 +29,7 @@ import numpy as np
 
 from ..checkpoints import CheckpointError, detect_architecture, iter_layers, open_checkpoint
 from ..core.validation import check_scalar
-from .describe import matrix_tensors
+from .describe import architecture_alone, matrix_tensors, to_dataframe
 from .scoring import BoundReport, log10_or_value, score
 from .spectra import compute_spectra
 
@@ -121,9 +121,15 @@ class ModelComparison:
         return rows
 
     def to_dict(self) -> dict:
-        """JSON-ready: ``model_a``, ``model_b``, ``summary`` and the ranked ``matrices``."""
+        """JSON-ready: ``model_a``, ``model_b``, ``summary``, ``meaning`` (of both reports:
+        :func:`~bounds_lib.analysis.describe.architecture_alone`) and the ranked ``matrices``."""
         return {"model_a": self.report_a.source, "model_b": self.report_b.source, "summary": self.summary(),
+                "meaning": {"a": architecture_alone(self.report_a), "b": architecture_alone(self.report_b)},
                 "matrices": self.rows()}
+
+    def to_dataframe(self):
+        """:meth:`rows` as a pandas DataFrame (extra ``pandas``; columns: ``describe.COMPARE_COLUMNS``)."""
+        return to_dataframe(self.rows())
 
 
 def check_same_shapes(source_a, source_b, spec_a, spec_b):

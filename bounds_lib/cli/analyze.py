@@ -138,7 +138,7 @@ def format_table(report) -> str:
              f"logit scale={report.logit_scale:.4g} | grid m={round(1 / report.grid[1])} ({report.grid.size} points)",
              ""]
     head = (f"{'layer':>5} {'max σ1 QK':>10} {'max σ1 Ṽ':>10} {'σ1 M_in':>9} {'σ1 M_out':>9} "
-            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 α':>8} {'mean p*':>8} {'Σ 𝒯*':>10}")
+            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 depth α':>13} {'mean p*':>8} {'Σ 𝒯*':>10}")
     # α is the paper's depth weight (a Lipschitz product), not a power-law exponent: the table says so
     lines += [head, "-" * len(head)]
     for l in range(report.L):
@@ -148,7 +148,7 @@ def format_table(report) -> str:
             f"{l:>5} {max(m.sigma1 for m in ms['QK']):>10.4g} {max(m.sigma1 for m in ms['V']):>10.4g} "
             f"{max(m.sigma1 for m in ms['M_in']):>9.4g} {max(m.sigma1 for m in ms['M_out']):>9.4g} "
             f"{np.mean([m.rank for m in ms['QK']]):>8.3g} {np.mean([m.rank for m in ms['V']]):>7.3g} "
-            f"{report.log_alpha[l] / math.log(10):>8.2f} {np.mean([m.p_star for m in allm]):>8.3f} "
+            f"{report.log_alpha[l] / math.log(10):>13.2f} {np.mean([m.p_star for m in allm]):>8.3f} "
             f"{_fmt(float(np.logaddexp.reduce([m.log_T_star for m in allm]))):>10}")
     if a.n_experts:
         lines += _expert_table(report)
@@ -168,7 +168,7 @@ def _meaning_lines(report) -> list:
     """What the numbers mean for this model, and what stands out (descriptive), below the table."""
     from ..analysis.describe import architecture_alone, standouts
 
-    lines = ["", "  log10 α: the paper's depth weight α = Π_{k>ℓ} Λ_k (a Lipschitz product; not a power-law "
+    lines = ["", "  log10 depth α: the paper's depth weight α = Π_{k>ℓ} Λ_k (a Lipschitz product; not a power-law "
              "exponent)", f"  meaning: {architecture_alone(report)['statement']}",
              "  stands out from its kind (descriptive, |log10 value/median of kind|):"]
     for r in standouts(report, 3):
