@@ -108,8 +108,10 @@ def test_what_cannot_be_mapped_is_one_clear_error(tmp_path, capsys):
         open_checkpoint(named)
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a protobuf at all \xff\xff")
+    stray = tmp_path / "stray.onnx"
+    stray.write_text("x\n")  # decodes as an empty protobuf message
     for path, message in ((bare, "cannot map the weights"), (junk, "not a readable ONNX model"),
-                          (named, "no BERT-family query weights")):
+                          (stray, "not an ONNX model with weights"), (named, "no BERT-family query weights")):
         rc = main(["analyze", str(path)])
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 1 and len(err) == 1 and message in err[0], err

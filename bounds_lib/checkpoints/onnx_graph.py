@@ -57,10 +57,13 @@ def _onnx():
 def _load(path: Path):
     onnx, _ = _onnx()
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path))
     except Exception as exc:  # protobuf's DecodeError, a missing external-data file, ...
         msg = " ".join(str(exc).split()) or type(exc).__name__
         raise CheckpointError(f"{path}: not a readable ONNX model ({msg})") from None
+    if not model.graph.initializer:  # a few stray bytes can decode as an empty message
+        raise CheckpointError(f"{path}: not an ONNX model with weights (its graph has no initializers)")
+    return model
 
 
 def _bias_after(node, consumers: dict) -> str | None:
