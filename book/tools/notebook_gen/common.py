@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["ANSWER", "GLUE_PREFIX", "INSTALL_TAG", "MACROS_TAG", "MystError", "NOTEBOOK_EXTRA_MODULES",
+           "NOTEBOOK_IMPLIED_MODULES",
            "PLACEHOLDER", "PLACEHOLDER_LINK", "ROOT", "SOLUTION_TAG"]
 
 ROOT = Path(__file__).resolve().parents[3]
