@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import bounds_lib.analysis.compare as C
-from bounds_lib.analysis.compare import compare, effective_rank
+from bounds_lib.analysis.compare import compare
+from bounds_lib.analysis.describe import effective_rank
 from bounds_lib.analysis.describe import COMPARE_COLUMNS
 from bounds_lib.checkpoints import CheckpointError, random_bert_state_dict
 

@@ -43,6 +43,16 @@ def test_standouts_find_the_low_rank_matrix():
     assert top[0]["label"] == "L2.M_out" and top[0]["quantity"] in ("rank_fraction", "stable_rank", "term_share")
     assert abs(top[0]["log10_ratio"]) >= abs(top[-1]["log10_ratio"])
     assert {r["label"] for r in top} == {"L2.M_out"}  # rank, stable rank and share all single it out
+    # with the spectra the rank measure is the effective rank's share of the full rank
+    sd, cfg = random_bert_state_dict(n_layers=3, hidden=N, n_heads=H, d_ff=F, seed=4)
+    sd = low_rank(dict(sd))
+    from bounds_lib.analysis.scoring import score
+    from bounds_lib.analysis.spectra import compute_spectra
+
+    sp = compute_spectra(sd, config=cfg)
+    eff = standouts(score(sp), 60, sp)
+    assert {r["quantity"] for r in eff} == {"effective_rank_fraction", "stable_rank", "term_share"}
+    assert next(r for r in eff if r["quantity"] == "effective_rank_fraction")["label"] == "L2.M_out"
     # on an unedited model nothing is far from its kind
     assert abs(standouts(_report(), 1)[0]["log10_ratio"]) < abs(top[0]["log10_ratio"]) / 2
 

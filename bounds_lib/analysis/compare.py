@@ -29,28 +29,14 @@ import numpy as np
 
 from ..checkpoints import CheckpointError, detect_architecture, iter_layers, open_checkpoint
 from ..core.validation import check_scalar
-from .describe import architecture_alone, matrix_tensors, to_dataframe
+from .describe import architecture_alone, effective_rank, matrix_tensors, to_dataframe
 from .scoring import BoundReport, log10_or_value, score
 from .spectra import compute_spectra
 
-__all__ = ["MatrixChange", "ModelComparison", "compare", "effective_rank", "check_same_shapes"]
+__all__ = ["MatrixChange", "ModelComparison", "compare", "check_same_shapes"]
 
 #: Default size of the top singular subspaces whose principal angles are compared.
 TOP_K = 10
-
-
-def effective_rank(sigma) -> float:
-    """Roy & Vetterli's effective rank ``exp(−Σ q_i log q_i)``, ``q_i = σ_i / Σ_j σ_j`` (0 for a zero matrix).
-
-    >>> effective_rank([2.0, 2.0, 0.0])
-    2.0
-    """
-    s = np.asarray(sigma, dtype=np.float64)
-    total = s.sum()
-    if total <= 0:
-        return 0.0
-    q = s[s > 0] / total
-    return float(np.exp(-np.sum(q * np.log(q))))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 from ..checkpoints.layers import part_roles
 
 __all__ = ["COLUMNS", "COMPARE_COLUMNS", "matrix_tensors", "report_rows", "spectra_rows", "architecture_alone",
-           "standouts", "to_dataframe", "columns_help"]
+           "effective_rank", "standouts", "to_dataframe", "columns_help"]
 
 #: The columns of one matrix's row (``MatrixScore.to_row``: the ``analyze`` CSV and JSON ``matrices``).
 COLUMNS = {
@@ -177,25 +177,46 @@ def architecture_alone(report) -> dict:
     return {"all_p_star_zero": zero, "all_full_rank": full, "architecture_alone": zero and full, "statement": text}
 
 
-def _quantities(report) -> dict:
-    """Per matrix: rank relative to its full rank, stable rank, and the term's share of Σ 𝒯*."""
+def effective_rank(sigma) -> float:
+    """Roy & Vetterli's effective rank ``exp(−Σ q_i log q_i)``, ``q_i = σ_i / Σ_j σ_j`` (0 for a zero matrix).
+
+    >>> effective_rank([2.0, 2.0, 0.0])
+    2.0
+    """
+    s = np.asarray(sigma, dtype=np.float64)
+    total = s.sum()
+    if total <= 0:
+        return 0.0
+    q = s[s > 0] / total
+    return float(np.exp(-np.sum(q * np.log(q))))
+
+
+def _quantities(report, spectra=None) -> dict:
+    """Per matrix: its rank relative to its full rank (the effective rank when ``spectra`` are given, else the
+    numerical rank), stable rank, and the term's share of Σ 𝒯*."""
     log_t = np.array([m.log_T_star for m in report.matrices])
     share = np.exp(log_t - np.logaddexp.reduce(log_t))
-    return {"rank_fraction": np.array([m.rank / _full_rank(m, report.arch) for m in report.matrices]),
+    if spectra is None:
+        ranks = ("rank_fraction", [m.rank for m in report.matrices])
+    else:
+        ranks = ("effective_rank_fraction", [effective_rank(m.sigma) for m in spectra.matrices])
+    full = [_full_rank(m, report.arch) for m in report.matrices]
+    return {ranks[0]: np.array(ranks[1]) / np.array(full),
             "stable_rank": np.array([m.stable_rank for m in report.matrices]),
             "term_share": share}
 
 
-def standouts(report, n: int = 10) -> list:
+def standouts(report, n: int = 10, spectra=None) -> list:
     """The ``n`` (matrix, quantity) pairs furthest from the median of their kind, by ``|log10(value / median)|``.
 
     **Descriptive**: it ranks what differs most from the other matrices of the same kind (``QK``, ``V``,
-    ``M_in``, ``M_out``) on the paper's quantities — ``rank_fraction`` (numerical rank over full rank),
-    ``stable_rank`` and ``term_share`` (the matrix's share of ``Σ 𝒯*``) — and claims nothing about quality.
-    Each entry: ``label``, ``layer``, ``head``, ``kind``, ``quantity``, ``value``, ``median_of_kind``,
-    ``log10_ratio``.
+    ``M_in``, ``M_out``) on the paper's quantities — the rank relative to the matrix's full rank
+    (``effective_rank_fraction`` when the report's ``spectra`` are given, else ``rank_fraction``, the
+    numerical rank's), ``stable_rank`` and ``term_share`` (the matrix's share of ``Σ 𝒯*``) — and claims nothing
+    about quality. Each entry: ``label``, ``layer``, ``head``, ``kind``, ``quantity``, ``value``,
+    ``median_of_kind``, ``log10_ratio``.
     """
-    q = _quantities(report)
+    q = _quantities(report, spectra)
     kinds = np.array([m.matrix_type for m in report.matrices])
     out = []
     for name, values in q.items():

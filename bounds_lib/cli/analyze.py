@@ -124,7 +124,7 @@ def _fmt(log_x: float) -> str:
     return f"10^{l10:.2f}"
 
 
-def format_table(report) -> str:
+def format_table(report, spectra=None) -> str:
     """Per-layer terminal table, a per-expert table for a mixture-of-experts model, the model-level proxies."""
     import numpy as np
 
@@ -161,18 +161,18 @@ def format_table(report) -> str:
               f"{_fmt(report.log_B_11) if math.isfinite(report.log_B_11) else 'not computed (opt in: --entrywise)'}",
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
               "(𝒯(W;0) = √(rank·N) in the released proxy: a rank count)"]
-    return "\n".join(lines + _meaning_lines(report))
+    return "\n".join(lines + _meaning_lines(report, spectra))
 
 
-def _meaning_lines(report) -> list:
+def _meaning_lines(report, spectra=None) -> list:
     """What the numbers mean for this model, and what stands out (descriptive), below the table."""
     from ..analysis.describe import architecture_alone, standouts
 
     lines = ["", "  log10 depth α: the paper's depth weight α = Π_{k>ℓ} Λ_k (a Lipschitz product; not a power-law "
              "exponent)", f"  meaning: {architecture_alone(report)['statement']}",
              "  stands out from its kind (descriptive, |log10 value/median of kind|):"]
-    for r in standouts(report, 3):
-        lines.append(f"    {r['label']:<10} {r['quantity']:<13} {r['value']:.3g} (median of {r['kind']}: "
+    for r in standouts(report, 3, spectra):
+        lines.append(f"    {r['label']:<10} {r['quantity']:<23} {r['value']:.3g} (median of {r['kind']}: "
                      f"{r['median_of_kind']:.3g})")
     return lines
 
@@ -299,5 +299,5 @@ def _cmd_analyze(args):
     if getattr(args, "spectra", None) is not None:
         texts[args.spectra] = _spectra_text(sp, args.spectra)
     _finish(args, texts, _figures(sp, rep, opts) if args.plots is not None else {})
-    _print_table(args, lambda: format_table(rep))
+    _print_table(args, lambda: format_table(rep, sp))
     return 0
