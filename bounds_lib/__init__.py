@@ -6,7 +6,8 @@ The entry points a notebook user wants are available at the top level::
     report = bounds_lib.analyze("path/or/hub-id")          # spectra + scores of a checkpoint
     spectra = bounds_lib.compute_spectra(source)
     report = bounds_lib.score(spectra)
-    source = bounds_lib.open_checkpoint("path/or/hub-id")
+    source = bounds_lib.open_checkpoint("path/or/hub-id")    # also a .onnx export (extra "onnx")
+    cmp = bounds_lib.compare("base", "fine-tune")           # what changed, matrix by matrix
 
 They are imported on first use (module ``__getattr__``), so ``import bounds_lib`` stays light: it
 loads neither NumPy's linear algebra nor torch, nor ``importlib.metadata`` (about 25 ms with the
@@ -33,9 +34,10 @@ _LAZY = {
     "compute_spectra": "bounds_lib.analysis.spectra",
     "score": "bounds_lib.analysis.scoring",
     "open_checkpoint": "bounds_lib.checkpoints",
+    "compare": "bounds_lib.analysis.compare",
 }
 
-__all__ = ["__version__", "analyze", "compute_spectra", "score", "open_checkpoint"]
+__all__ = ["__version__", "analyze", "compute_spectra", "score", "open_checkpoint", "compare"]
 
 
 def _installed_version() -> str:

@@ -790,7 +790,7 @@ def test_interrupt_after_the_outputs_were_written_says_so(tmp_path, capsys, monk
     import bounds_lib.cli.analyze as cli_analyze
 
     d = write_model(tmp_path / "m")
-    monkeypatch.setattr(cli_analyze, "format_table", lambda rep: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(cli_analyze, "format_table", lambda rep, *spectra: (_ for _ in ()).throw(KeyboardInterrupt()))
     rc = main(["analyze", str(d), "--json", str(tmp_path / "r.json"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 130 and "were written completely" in err and "nothing was written" not in err

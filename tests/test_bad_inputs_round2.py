@@ -399,7 +399,7 @@ def test_a_stopping_signal_between_the_final_renames_completes_the_set(sig, tmp_
     assert "the reports were written completely before the interruption" in r.stderr
     assert sorted(os.listdir(out)) == ["plots", "r.csv", "r.json"]  # no .old backup left, no .tmp
     assert json.loads((out / "r.json").read_text())["summary"] and (out / "r.csv").read_text() != "old csv"
-    assert len(os.listdir(out / "plots")) == 5
+    assert len(os.listdir(out / "plots")) == 6  # every figure of --plots (esd.png included)
 
 
 # ------------------------------------------------------------------ 10, 11. odd names, '-', stdout
@@ -472,7 +472,7 @@ def test_zero_matrices_plot_without_warnings(mode, tmp_path, capsys):
         rc, cap, out = run_cli(capsys, tmp_path, model, "--mode", mode, "--entrywise")
         assert rc == 0, cap.err
         assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
-            f"{n}.png" for n in ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"))
+            f"{n}.png" for n in ("spectral_decay", "esd", "p_star_histogram", "T_ratio", "norms", "prefix_depth"))
         rep = analyze(model, mode=mode)
         zero = [m for m in rep.matrices if m.sigma1 == 0]
         assert {(m.layer, m.head, m.matrix_type) for m in zero} == {(0, 0, "QK"), (1, -1, "M_in"), (1, -1, "M_out")}

@@ -162,7 +162,8 @@ def test_analyze_writes_reports_and_plots(tmp_path, capsys):
     csv_lines = (out / "r.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 3 * 6 and csv_lines[0].startswith("layer,head,expert,kind")
     pngs = sorted(p.name for p in (out / "plots").iterdir())
-    assert pngs == ["T_ratio.png", "norms.png", "p_star_histogram.png", "prefix_depth.png", "spectral_decay.png"]
+    assert pngs == ["T_ratio.png", "esd.png", "norms.png", "p_star_histogram.png", "prefix_depth.png",
+                    "spectral_decay.png"]
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
 
 

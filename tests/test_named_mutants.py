@@ -135,14 +135,15 @@ def test_every_log10_column_of_a_row_is_its_natural_log_over_ln10():
     rep = score(synthetic_spectra(L=3))
     for m in rep.matrices:
         row = m.to_row()
-        assert row["log10_alpha"] == pytest.approx(rep.log_alpha[m.layer] / LN10, rel=1e-14)
+        assert row["log10_depth_weight_alpha"] == pytest.approx(rep.log_alpha[m.layer] / LN10, rel=1e-14)
         for col, field in (("log10_gamma", m.log_gamma), ("log10_K", m.log_K), ("log10_T_star", m.log_T_star),
                            ("log10_T0", m.log_T0)):
             assert 10 ** row[col] == pytest.approx(math.exp(field), rel=1e-12), col
     d = rep.to_dict()
-    np.testing.assert_allclose(d["log10_alpha"], rep.log_alpha / LN10, rtol=1e-14)
+    np.testing.assert_allclose(d["log10_depth_weight_alpha"], rep.log_alpha / LN10, rtol=1e-14)
     np.testing.assert_allclose(d["log10_Lambda"], rep.log_Lambda / LN10, rtol=1e-14)
-    assert any(abs(r["log10_alpha"]) > 0.1 for r in d["matrices"])  # α ≠ 1 somewhere: the base matters
+    # α ≠ 1 somewhere: the base matters
+    assert any(abs(r["log10_depth_weight_alpha"]) > 0.1 for r in d["matrices"])
 
 
 # ------------------------------------------------------------------ theorem (tests only; theorem.py is issue 20's)
@@ -329,11 +330,11 @@ def test_L_phi_for_reads_the_activation_unless_given():
 
 #: The per-matrix CSV/JSON columns of the CLI (``bounds-lib analyze --csv``): an interface, so pinned.
 ROW_COLUMNS = ("layer", "head", "expert", "kind", "rows", "cols", "sigma1", "rank", "frobenius", "nuclear",
-               "stable_rank", "norm_21", "norm_11", "log10_gamma", "log10_alpha", "log10_K", "p_star", "log10_T_star",
-               "log10_T0")
+               "stable_rank", "norm_21", "norm_11", "log10_gamma", "log10_depth_weight_alpha", "log10_K", "p_star",
+               "log10_T_star", "log10_T0")
 #: The top-level keys of the CLI's ``--json`` report (``meta`` is filled by the CLI).
-REPORT_KEYS = ("model", "architecture", "mode", "dtype", "options", "grid", "log10_Lambda", "log10_alpha",
-               "summary", "matrices", "meta")
+REPORT_KEYS = ("model", "architecture", "mode", "dtype", "options", "grid", "log10_Lambda",
+               "log10_depth_weight_alpha", "summary", "meaning", "matrices", "meta")
 
 
 def test_report_rows_and_keys_are_the_documented_schema():
@@ -354,4 +355,6 @@ def test_report_rows_and_keys_are_the_documented_schema():
     assert d["model"] == rep.source and d["architecture"] == rep.arch.to_dict()
     assert (d["mode"], d["dtype"], d["grid"]) == (rep.mode, rep.dtype, rep.grid.tolist())
     assert d["summary"] == rep.summary() and d["meta"] == rep.meta
-    assert d["matrices"] == [m.to_row() for m in rep.matrices]
+    # the rows of to_dict are to_row's with the stored tensors they come from after "kind"
+    assert [{k: v for k, v in r.items() if k != "tensors"} for r in d["matrices"]] == [m.to_row() for m in rep.matrices]
+    assert all(r["tensors"] for r in d["matrices"]) and list(d["matrices"][0])[4] == "tensors"

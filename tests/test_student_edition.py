@@ -301,6 +301,10 @@ def test_install_cell_pins_commit_and_asks_extra_only_when_needed():
     assert "bounds_lib[notebooks] @ git+https://github.com/o/r@abc123" in heavy
     assert "'transformers'" in heavy and "myst" not in heavy
     compile(heavy, "<install cell>", "exec")
+    # the second real checkpoint's reader needs onnx (and the chapter pandas) without importing them
+    implied = mk.install_cell_source("from bounds_lib.checkpoints.onnx_graph import paraphrase_minilm_l3_path\n",
+                                     repo_url="https://github.com/o/r", ref="abc123")
+    assert "[notebooks]" in implied and "'onnx', 'pandas'" in implied
 
 
 def test_pages_url():

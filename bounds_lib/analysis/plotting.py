@@ -11,7 +11,8 @@ once in a notebook first; matplotlib is imported on first use.
 * :func:`figure_norms` — spectral, (2,1) and (1,1) norms by layer and type;
 * :func:`figure_p_star_histogram` — the post hoc ``p*`` over all matrices;
 * :func:`figure_prefix_depth` — the proxies of the first-k-layer prefixes of one model;
-* :func:`figure_scaling` — the paper's width and depth figures for a family of checkpoints.
+* :func:`figure_scaling` — the paper's width and depth figures for a family of checkpoints;
+* :func:`figure_esd` — the empirical spectral density of every layer (small multiples).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ __all__ = [
     "figure_p_star_histogram",
     "figure_prefix_depth",
     "figure_scaling",
+    "figure_esd",
 ]
 
 #: Axis and legend labels of the multi-head matrix types (:data:`~bounds_lib.theory.model.MULTI_HEAD_MATRIX_TYPES`).
@@ -83,15 +85,15 @@ def _panels_by_type(layers, draw, *, xlabel: str, ylabel: str, **subplots_kw):
     return fig, axes
 
 
-def figure_spectral_decay(spectra: ModelSpectra, layers=(0, 1, 2, 3)):
+def figure_spectral_decay(spectra: ModelSpectra, layers=None):
     """``σ_i/σ_1`` against ``i`` for each matrix type (2×2 panels), colour = layer (colour bar).
 
     Parameters
     ----------
     spectra : ModelSpectra
         From :func:`bounds_lib.analysis.spectra.compute_spectra`.
-    layers : iterable of int
-        Indices of the layers to draw (those beyond the model are skipped).
+    layers : iterable of int, optional
+        Indices of the layers to draw (those beyond the model are skipped); default every layer.
 
     Returns
     -------
@@ -114,7 +116,7 @@ def figure_spectral_decay(spectra: ModelSpectra, layers=(0, 1, 2, 3)):
     True
     """
     check_spectra(spectra)
-    layers = [l for l in layers if 0 <= l < spectra.L]
+    layers = [l for l in (range(spectra.L) if layers is None else layers) if 0 <= l < spectra.L]
     if not layers:
         raise ValueError(f"no layer of {list(layers)} exists in a model with L = {spectra.L}")
 
@@ -326,7 +328,9 @@ def figure_scaling(reports: Sequence[BoundReport]):
     """The paper's scaling figures from a family of checkpoints (2×2).
 
     Each proxy against ``N`` at fixed ``L`` (divided by its value at the smallest ``N``) and against
-    ``L`` at fixed ``N``; log y. A curve needs at least two checkpoints.
+    ``L`` at fixed ``N``; log y. A curve needs at least two checkpoints; a row of panels is drawn only where
+    it has a curve (a family of one width has no width panels), and a family with no curve at all is a
+    :class:`ValueError` naming its sizes.
 
     Parameters
     ----------
@@ -341,6 +345,8 @@ def figure_scaling(reports: Sequence[BoundReport]):
     ------
     TypeError
         An entry is not a :class:`~bounds_lib.analysis.scoring.BoundReport`.
+    ValueError
+        No two checkpoints differ only in ``N`` or only in ``L``.
 
     Examples
     --------
@@ -351,8 +357,8 @@ def figure_scaling(reports: Sequence[BoundReport]):
     ...     state_dict, config = random_bert_state_dict(n_layers=L, hidden=8, n_heads=2, d_ff=16)
     ...     reps.append(analyze(state_dict, config=config))
     >>> fig = figure_scaling(reps)
-    >>> len(fig.axes[2].lines)   # B_ours against L at N = 8
-    1
+    >>> [len(ax.lines) for ax in fig.axes]   # one row: B_ours and B_Edelman against L at N = 8
+    [1, 1]
     """
     from ..core.style import book_subplots
 
@@ -361,11 +367,18 @@ def figure_scaling(reports: Sequence[BoundReport]):
         check_report(r, "every report")
     by = {(r.L, r.N): r for r in reports}
     Ls, Ns = sorted({k[0] for k in by}), sorted({k[1] for k in by})
-    fig, axes = book_subplots(2, 2, height=3.0)
+    # a row of panels only where a curve exists (two checkpoints at one L and two N, or the reverse):
+    # a family of one width has no width panels, and no empty ones
+    sweeps = [(fixed, varied, key, fname, vname) for fixed, varied, key, fname, vname in (
+        (Ls, Ns, lambda f, x: (f, x), "L", "$N$"), (Ns, Ls, lambda f, x: (x, f), "N", "$L$"))
+        if any(sum(key(f, x) in by for x in varied) >= 2 for f in fixed)]
+    if not sweeps:
+        raise ValueError("the scaling figure needs two checkpoints that differ only in N or only in L; got "
+                         + ", ".join(f"(L={L}, N={N})" for L, N in sorted(by)))
+    fig, axes = book_subplots(len(sweeps), 2, height=3.0, squeeze=False)
     for j, (attr, lab) in enumerate((("log_B_ours_sum", r"$B_{\rm ours}$"), ("log_B_edelman", r"$B_{\rm Edelman}$"))):
-        for ax, fixed, varied, key, fname, vname in (
-                (axes[0, j], Ls, Ns, lambda f, x: (f, x), "L", "$N$"),
-                (axes[1, j], Ns, Ls, lambda f, x: (x, f), "N", "$L$")):
+        for i, (fixed, varied, key, fname, vname) in enumerate(sweeps):
+            ax = axes[i, j]
             for f in fixed:
                 xs = [x for x in varied if key(f, x) in by]
                 if len(xs) >= 2:
@@ -373,8 +386,55 @@ def figure_scaling(reports: Sequence[BoundReport]):
                     ax.semilogy(xs, np.exp(v - v[0]), "o-", label=f"${fname} = {f}$")
             ax.set_xlabel(vname)
             ax.set_title(f"{lab} / value at smallest {vname}")
-            if ax.lines:
-                ax.legend()
+            ax.legend()
+    return fig
+
+
+def figure_esd(spectra: ModelSpectra):
+    """The empirical spectral density of every layer: one panel per layer (two per row), in each the histogram
+    of ``log10 σ`` of the layer's ``QK_h`` (all heads), ``Ṽ_h``, ``M_in`` and ``M_out`` (one colour each, key
+    on top), numerical zeros left out (below the rank tolerance of :func:`bounds_lib.theory.norms.numerical_rank`).
+
+    An odd number of layers leaves no empty panel: the spare axis is removed.
+
+    Raises :class:`TypeError` unless ``spectra`` is a :class:`~bounds_lib.analysis.spectra.ModelSpectra`.
+
+    >>> from bounds_lib.checkpoints import random_bert_state_dict
+    >>> from bounds_lib.analysis.spectra import compute_spectra
+    >>> sd, cfg = random_bert_state_dict(n_layers=3, hidden=8, n_heads=2, d_ff=16)
+    >>> fig = figure_esd(compute_spectra(sd, config=cfg))
+    >>> [ax.get_title() for ax in fig.axes]
+    ['layer 0', 'layer 1', 'layer 2']
+    """
+    from ..core.style import book_subplots
+    from ..theory.norms import numerical_rank
+
+    check_spectra(spectra)
+    L = spectra.L
+    ncols = 1 if L == 1 else 2
+    nrows = -(-L // ncols)
+    fig, axes = book_subplots(nrows, ncols, height=2.2, sharex=True, squeeze=False)
+    kept = {id(m): np.log10(m.sigma[:numerical_rank(m.sigma)]) for m in spectra.matrices}
+    values = np.concatenate([v for v in kept.values() if v.size]) if kept else np.zeros(1)
+    bins = np.linspace(values.min(), values.max(), 40) if values.size and np.ptp(values) > 0 else 10
+    colours = dict(zip(MULTI_HEAD_MATRIX_TYPES, ("C0", "C1", "C2", "C3")))
+    for layer, ax in zip(range(L), axes.flat):
+        for t in MULTI_HEAD_MATRIX_TYPES:
+            v = np.concatenate([kept[id(m)] for m in spectra.select(t, layer)] or [np.zeros(0)])
+            if v.size:
+                ax.hist(v, bins=bins, density=True, histtype="step", color=colours[t], lw=1.3,
+                        label=MATRIX_TYPE_LABELS[t])
+        ax.set_title(f"layer {layer}")
+    for ax in list(axes.flat)[L:]:
+        fig.delaxes(ax)
+    for i, ax in enumerate(list(axes.flat)[:L]):
+        if i + ncols >= L:  # the lowest panel of its column: ticks and label
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel(r"$\log_{10}\sigma$")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("density")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=4, frameon=False)  # constrained layout makes room
     return fig
 
 

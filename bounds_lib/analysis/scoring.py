@@ -38,18 +38,8 @@ from .cache import SpectraCache
 from .spectra import ModelSpectra, _ArchitectureSizes, check_spectra, compute_spectra, select_matrices
 from ..core.validation import check_bool, check_scalar
 
-__all__ = [
-    "LN10",
-    "log_edelman_bound",
-    "posthoc_term",
-    "ScoringOptions",
-    "MatrixScore",
-    "BoundReport",
-    "check_report",
-    "log10_or_value",
-    "score",
-    "analyze",
-]
+__all__ = ["LN10", "log_edelman_bound", "posthoc_term", "ScoringOptions", "MatrixScore", "BoundReport",
+           "check_report", "log10_or_value", "score", "analyze"]
 
 LN10 = math.log(10.0)
 _TWO_THIRDS = 2.0 / 3.0
@@ -276,7 +266,8 @@ class MatrixScore:
                 "rows": self.shape[0], "cols": self.shape[1], "sigma1": self.sigma1, "rank": self.rank,
                 "frobenius": self.frobenius, "nuclear": self.nuclear, "stable_rank": self.stable_rank,
                 "norm_21": self.norm_21, "norm_11": self.norm_11,
-                "log10_gamma": self.log_gamma / math.log(10), "log10_alpha": self.log_alpha / math.log(10),
+                "log10_gamma": self.log_gamma / math.log(10),
+                "log10_depth_weight_alpha": self.log_alpha / math.log(10),
                 "log10_K": self.log_K / math.log(10), "p_star": self.p_star,
                 "log10_T_star": self.log_T_star / math.log(10), "log10_T0": self.log_T0 / math.log(10)}
 
@@ -358,6 +349,11 @@ class BoundReport(_ArchitectureSizes):
             "n_matrices": len(self.matrices),
         }
 
+    def to_dataframe(self):
+        """The rows of :meth:`to_dict` as a pandas DataFrame (extra ``pandas``; columns: ``describe.COLUMNS``)."""
+        from .describe import report_rows, to_dataframe
+        return to_dataframe(report_rows(self))
+
     def to_dict(self) -> dict:
         """Everything as JSON-ready Python values (the CLI's ``--json`` report, log10 values).
 
@@ -365,9 +361,12 @@ class BoundReport(_ArchitectureSizes):
         -------
         dict
             ``model``, ``architecture``, ``mode``, ``dtype``, ``options``, ``grid``, ``log10_Lambda``,
-            ``log10_alpha``, ``summary`` (:meth:`summary`), ``matrices`` (one
-            :meth:`MatrixScore.to_row` each) and ``meta``.
+            ``log10_depth_weight_alpha`` (the paper's depth weight α, not a power-law exponent), ``summary``,
+            ``meaning`` (:func:`~bounds_lib.analysis.describe.architecture_alone` and the descriptive
+            :func:`~bounds_lib.analysis.describe.standouts`), ``matrices`` (one
+            row each, with its tensors: :func:`~bounds_lib.analysis.describe.report_rows`) and ``meta``.
         """
+        from .describe import architecture_alone, report_rows, standouts
         return {
             "model": self.source, "architecture": self.arch.to_dict(), "mode": self.mode, "dtype": self.dtype,
             "options": {"logit_scale": self.options.logit_scale, "logit_scale_value": self.logit_scale,
@@ -375,9 +374,9 @@ class BoundReport(_ArchitectureSizes):
                         "softmax_const": self.options.softmax_const, "gamma_L_phi": self.options.gamma_L_phi},
             "grid": self.grid.tolist(),
             "log10_Lambda": (self.log_Lambda / math.log(10)).tolist(),
-            "log10_alpha": (self.log_alpha / math.log(10)).tolist(),
-            "summary": self.summary(),
-            "matrices": [m.to_row() for m in self.matrices],
+            "log10_depth_weight_alpha": (self.log_alpha / math.log(10)).tolist(),
+            "summary": self.summary(), "meaning": {**architecture_alone(self), "stands_out": standouts(self)},
+            "matrices": report_rows(self),
             "meta": self.meta,
         }
 

@@ -302,7 +302,7 @@ def resolve_hub_id(repo_id: str, *, allow_download: bool | None = None, revision
     except CheckpointError:
         raise
     except Exception as exc:
-        msg = " ".join(str(exc).split()[:40]) if str(exc) else type(exc).__name__
+        msg = " ".join(str(exc).split()) or type(exc).__name__  # whole, on one line: never cut mid-sentence
         raise CheckpointError(f"cannot download {repo_id!r} from the Hub: {msg}") from None
 
 
@@ -399,9 +399,13 @@ def open_checkpoint(model, *, config: Mapping | None = None, allow_download: boo
         raise CheckpointError(f"{text}: cannot expand {text.split('/')[0]!r} (no such user); "
                               "pass the model directory's full path") from None
     if path.exists():
+        if path.is_file() and path.suffix.lower() == ".onnx":
+            from .onnx_graph import open_onnx
+
+            return open_onnx(path, config)
         if path.is_file():
             raise CheckpointError(f"{path}: is a file; pass the model directory that holds config.json and "
-                                  "the weights")
+                                  "the weights, or an ONNX export (.onnx)")
         return _open_directory(path)
     reason = _broken_link(path)
     if reason:

@@ -1,7 +1,9 @@
 """``bounds-lib`` — the paper's Section 6 analysis for any checkpoint, from the terminal (Chapter 6).
 
     bounds-lib analyze MODEL [--mode clean|paper] [--json F] [--csv F] [--plots DIR] ...
+    bounds-lib compare A B [--json F] [--csv F] [--rows N] [--top-k K] ...
     bounds-lib scaling MODEL MODEL ... [--json F] [--csv F] [--plots DIR]
+    bounds-lib --version
 
 ``MODEL`` is a local model directory or a Hugging Face Hub id resolved through the local cache
 (downloads only with ``--allow-download`` or ``BOUNDS_LIB_ALLOW_DOWNLOAD=1``, never while
@@ -33,7 +35,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import analyze, errors, outputs, preflight, scaling, signals
+from . import analyze, compare, errors, outputs, preflight, scaling, signals
 from .errors import PROG, printable
 
 __all__ = ["main", "build_parser"]
@@ -63,14 +65,75 @@ def _parse_device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"unknown device {text!r}; supported: {', '.join(DEVICE_CHOICES)}")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (``importlib.metadata`` costs ~25 ms)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import bounds_lib
+
+        print(f"{PROG} {bounds_lib.__version__}")
+        parser.exit()
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that suggests the closest option or command for a mistyped one (``--jsno``: ``--json``)."""
+
+    def error(self, message):
+        parser_options = [o for a in self._actions for o in a.option_strings]
+        for a in self._actions:  # the options of every command, for an error reported by the top parser
+            for sp in getattr(a, "choices", None) or {}:
+                if isinstance(a.choices, dict) and isinstance(a.choices[sp], argparse.ArgumentParser):
+                    parser_options += [o for b in a.choices[sp]._actions for o in b.option_strings]
+        super().error(message + _suggestion(message, parser_options))
+
+
+def _suggestion(message: str, options: list) -> str:
+    """`` (did you mean --json?)`` for each unknown option or command of ``message`` with a close match."""
+    import difflib
+    import re
+
+    words = []
+    if message.startswith("unrecognized arguments:"):
+        words = [w.split("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("-")]
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        options, words = re.findall(r"'([^']*)'", choice.group(2)) or options, [choice.group(1)]
+    hints = [f"{m[0]} for {w}" for w in words if (m := difflib.get_close_matches(w, sorted(set(options)), n=1))]
+    return f" (did you mean: {', '.join(hints)}?)" if hints else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``bounds-lib`` argument parser: the ``analyze`` and ``scaling`` commands and their options."""
-    p = argparse.ArgumentParser(prog=PROG, description="Spectrum-adaptive bound proxies (Sakai & Imaizumi, "
-                                "arXiv 2605.07297, Section 6) for Transformer checkpoints.")
-    sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("analyze", help="spectra, p*, and the bound proxies of one model")
-    a.add_argument("model", help="model directory or Hub id")
+    """The ``bounds-lib`` argument parser: ``analyze``, ``compare`` and ``scaling`` and their options."""
+    from ..analysis.describe import COLUMNS, COMPARE_COLUMNS, columns_help
+
+    raw = argparse.RawDescriptionHelpFormatter
+    p = _Parser(prog=PROG, description="Spectrum-adaptive bound proxies (Sakai & Imaizumi, "
+                "arXiv 2605.07297, Section 6) for Transformer checkpoints.")
+    p.add_argument("--version", action=_VersionAction)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    a = sub.add_parser("analyze", help="spectra, p*, and the bound proxies of one model", formatter_class=raw,
+                       epilog="columns of --csv and of the JSON report's matrices:\n" + columns_help(COLUMNS))
+    a.add_argument("model", help="model directory, Hub id, or an ONNX export (.onnx)")
     _add_common_options(a)
+    a.add_argument("--spectra", type=Path, metavar="FILE",
+                   help="write every singular value: long CSV (layer, head, expert, kind, tensors, i, sigma) when "
+                        "FILE ends in .csv, else JSON")
+    c = sub.add_parser("compare", help="two checkpoints of one architecture, matrix by matrix (what a fine-tune "
+                       "changed), most changed first", formatter_class=raw,
+                       epilog="columns of --csv and of the JSON report's matrices:\n" + columns_help(COMPARE_COLUMNS))
+    c.add_argument("models", nargs=2, metavar="MODEL", help="A then B: model directories, Hub ids or ONNX exports")
+    _add_model_options(c)
+    c.add_argument("--json", type=Path, help="write the comparison as JSON (atomically; - for stdout)")
+    c.add_argument("--csv", type=Path, help="write one row per matrix, ranked; - for stdout")
+    c.add_argument("--rows", type=int, default=10, help="rows of the terminal table (default 10)")
+    c.add_argument("--top-k", type=int, default=10, help="size of the top singular subspaces whose principal "
+                   "angles are compared (default 10)")
+    c.set_defaults(plots=None)
+    _add_compute_options(c)
+    _add_run_options(c)
     s = sub.add_parser("scaling", help="the paper's depth and width figures for a family of checkpoints")
     s.add_argument("models", nargs="+", help="model directories or Hub ids")
     _add_common_options(s)
@@ -206,7 +269,8 @@ def _main(argv: list, own_process: bool) -> int:
             if own_process:
                 _tune_process()
             preflight._check_outputs(args)
-            run = analyze._cmd_analyze if args.command == "analyze" else scaling._cmd_scaling
+            run = {"analyze": analyze._cmd_analyze, "compare": compare._cmd_compare,
+                   "scaling": scaling._cmd_scaling}[args.command]
             from ..analysis.pool import blas_threads
 
             with blas_threads(args.threads):  # the API's policy (scoring and plots included)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from ..analysis.describe import report_rows
 from .errors import PROG, printable
 from .outputs import _finish, _print_table
 
@@ -123,7 +124,7 @@ def _fmt(log_x: float) -> str:
     return f"10^{l10:.2f}"
 
 
-def format_table(report) -> str:
+def format_table(report, spectra=None) -> str:
     """Per-layer terminal table, a per-expert table for a mixture-of-experts model, the model-level proxies."""
     import numpy as np
 
@@ -137,7 +138,8 @@ def format_table(report) -> str:
              f"logit scale={report.logit_scale:.4g} | grid m={round(1 / report.grid[1])} ({report.grid.size} points)",
              ""]
     head = (f"{'layer':>5} {'max σ1 QK':>10} {'max σ1 Ṽ':>10} {'σ1 M_in':>9} {'σ1 M_out':>9} "
-            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 α':>8} {'mean p*':>8} {'Σ 𝒯*':>10}")
+            f"{'rank QK':>8} {'rank Ṽ':>7} {'log10 depth α':>13} {'mean p*':>8} {'Σ 𝒯*':>10}")
+    # α is the paper's depth weight (a Lipschitz product), not a power-law exponent: the table says so
     lines += [head, "-" * len(head)]
     for l in range(report.L):
         ms = {t: report.select(t, l) for t in MULTI_HEAD_MATRIX_TYPES}
@@ -146,7 +148,7 @@ def format_table(report) -> str:
             f"{l:>5} {max(m.sigma1 for m in ms['QK']):>10.4g} {max(m.sigma1 for m in ms['V']):>10.4g} "
             f"{max(m.sigma1 for m in ms['M_in']):>9.4g} {max(m.sigma1 for m in ms['M_out']):>9.4g} "
             f"{np.mean([m.rank for m in ms['QK']]):>8.3g} {np.mean([m.rank for m in ms['V']]):>7.3g} "
-            f"{report.log_alpha[l] / math.log(10):>8.2f} {np.mean([m.p_star for m in allm]):>8.3f} "
+            f"{report.log_alpha[l] / math.log(10):>13.2f} {np.mean([m.p_star for m in allm]):>8.3f} "
             f"{_fmt(float(np.logaddexp.reduce([m.log_T_star for m in allm]))):>10}")
     if a.n_experts:
         lines += _expert_table(report)
@@ -159,7 +161,20 @@ def format_table(report) -> str:
               f"{_fmt(report.log_B_11) if math.isfinite(report.log_B_11) else 'not computed (opt in: --entrywise)'}",
               f"  p* = 0 for {100 * s['fraction_p_star_zero']:.0f}% of {s['n_matrices']} matrices "
               "(𝒯(W;0) = √(rank·N) in the released proxy: a rank count)"]
-    return "\n".join(lines)
+    return "\n".join(lines + _meaning_lines(report, spectra))
+
+
+def _meaning_lines(report, spectra=None) -> list:
+    """What the numbers mean for this model, and what stands out (descriptive), below the table."""
+    from ..analysis.describe import architecture_alone, standouts
+
+    lines = ["", "  log10 depth α: the paper's depth weight α = Π_{k>ℓ} Λ_k (a Lipschitz product; not a power-law "
+             "exponent)", f"  meaning: {architecture_alone(report)['statement']}",
+             "  stands out from its kind (descriptive, |log10 value/median of kind|):"]
+    for r in standouts(report, 3, spectra):
+        lines.append(f"    {r['label']:<10} {r['quantity']:<23} {r['value']:.3g} (median of {r['kind']}: "
+                     f"{r['median_of_kind']:.3g})")
+    return lines
 
 
 def _expert_table(report) -> list:
@@ -188,6 +203,16 @@ def _csv_text(rows) -> str:
         w.writeheader()
         w.writerows(rows)
     return buf.getvalue()
+
+
+def _spectra_text(sp, path) -> str:
+    """Every singular value of ``sp``: a long CSV (one row per σ_i) when ``path`` ends in ``.csv``, else JSON."""
+    from ..analysis.describe import spectra_rows
+
+    if str(path).lower().endswith(".csv"):
+        return _csv_text(spectra_rows(sp, long=True))
+    return json.dumps(_jsonable({"model": sp.source, "mode": sp.mode, "dtype": sp.dtype,
+                                 "matrices": spectra_rows(sp)}), ensure_ascii=False) + "\n"
 
 
 def _jsonable(x):
@@ -249,6 +274,7 @@ def _figures(sp, rep, opts) -> dict:
 
     return {
         "spectral_decay": lambda: P.figure_spectral_decay(sp),
+        "esd": lambda: P.figure_esd(sp),
         "p_star_histogram": lambda: P.figure_p_star_histogram(rep),
         "T_ratio": lambda: P.figure_T_ratio(rep),
         "norms": lambda: P.figure_norms(rep),
@@ -269,7 +295,9 @@ def _cmd_analyze(args):
         d["meta"] = run_metadata(args, extra)
         texts[args.json] = json.dumps(_jsonable(d), indent=1, ensure_ascii=False) + "\n"
     if args.csv:
-        texts[args.csv] = _csv_text([m.to_row() for m in rep.matrices])
+        texts[args.csv] = _csv_text(report_rows(rep))
+    if getattr(args, "spectra", None) is not None:
+        texts[args.spectra] = _spectra_text(sp, args.spectra)
     _finish(args, texts, _figures(sp, rep, opts) if args.plots is not None else {})
-    _print_table(args, lambda: format_table(rep))
+    _print_table(args, lambda: format_table(rep, sp))
     return 0

@@ -305,7 +305,8 @@ def _print_table(args, make):
 
     A failure to print (stdout is ``/dev/full``) is one error line that says the reports are written.
     """
-    if args.quiet or any(stream_target(p) == "stdout" for p in (args.json, args.csv) if p is not None):
+    reports = (args.json, args.csv, getattr(args, "spectra", None))
+    if args.quiet or any(stream_target(p) == "stdout" for p in reports if p is not None):
         return
     try:
         print(printable(make()))

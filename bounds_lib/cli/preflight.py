@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import _UserError
 from .outputs import _through_links, stream_target
 
-_PLOT_NAMES = {"analyze": ("spectral_decay", "p_star_histogram", "T_ratio", "norms", "prefix_depth"),
+_PLOT_NAMES = {"analyze": ("spectral_decay", "esd", "p_star_histogram", "T_ratio", "norms", "prefix_depth"),
                "scaling": ("scaling",)}
 
 
@@ -72,8 +72,8 @@ def _model_input_files(args) -> dict:
 def _output_targets(args) -> dict:
     """``{option: [paths]}`` of every file the run would write."""
     out = {}
-    for opt in ("json", "csv"):
-        if getattr(args, opt) is not None:
+    for opt in ("json", "csv", "spectra"):
+        if getattr(args, opt, None) is not None:
             out[f"--{opt}"] = [getattr(args, opt)]
     if args.plots is not None:
         out["--plots"] = [args.plots / f"{n}.png" for n in _PLOT_NAMES[args.command]]
@@ -85,8 +85,8 @@ def _check_outputs(args):
     _check_numbers(args)
     _check_resume_and_device(args)
     _check_download_timeout(args)
-    for opt in ("json", "csv"):
-        _check_report_path(opt, getattr(args, opt))
+    for opt in ("json", "csv", "spectra"):
+        _check_report_path(opt, getattr(args, opt, None))
     if args.plots is not None:
         if args.plots.exists() and not args.plots.is_dir():
             raise _UserError(f"--plots {args.plots}: exists and is not a folder")

@@ -17,6 +17,7 @@ from .common import (
     INSTALL_TAG,
     MACROS_TAG,
     NOTEBOOK_EXTRA_MODULES,
+    NOTEBOOK_IMPLIED_MODULES,
     PLACEHOLDER,
     PLACEHOLDER_LINK,
     SOLUTION_TAG,
@@ -43,6 +44,8 @@ def install_cell_source(source_text: str = "", repo_url: str | None = None, ref:
     url, branch = repository()
     url, ref = repo_url or url, ref or git_commit() or branch
     extra = [m for m in NOTEBOOK_EXTRA_MODULES if re.search(rf"^\s*(import|from)\s+{m}\b", source_text, re.M)]
+    extra += [m for trigger, mods in NOTEBOOK_IMPLIED_MODULES.items()
+              if re.search(rf"^\s*(import|from)\s+{re.escape(trigger)}\b", source_text, re.M) for m in mods]
     spec = f"bounds_lib{'[notebooks]' if extra else ''} @ git+{url}@{ref}"
     mods = ["bounds_lib", *extra]
     return (

