@@ -21,6 +21,8 @@ __all__ = [
     "log_factors",
     "falsify_log_factor",
     "check_log_factor",
+    "frobenius_row_function",
+    "frobenius_row_bound",
     "falsify_frobenius_row",
     "check_theorem_constants",
     "check_regime_slopes",
@@ -120,15 +122,35 @@ def check_log_factor(seed=5, trials=2000, restarts=4, old_factor=None, at=None):
                        dict(up=up, low=low, up_weak=up_w, low_weak=low_w, old_at=old_at, kappa=kappa))
 
 
+def frobenius_row_function(L=3):
+    """``(C_F, log K, N) ↦ min(√(C_F K) N^{3/4}, N)``, the Frobenius row of the orders table, lambdified from the
+    library's :func:`bounds_lib.theory.orders.regime_term` ``("frobenius")`` (SymPy, in ``C``, ``L``, ``C_F``,
+    ``N`` with ``K = C^L·L``): ``K = e^{log K}`` is reached with ``L`` layers, ``C = (K/L)^{1/L}``."""
+    import sympy as sp
+
+    from ..theory.orders import SYMBOLS, regime_term
+
+    f = sp.lambdify([SYMBOLS[k] for k in ("C", "L", "C_F", "N")], regime_term("frobenius"), "math")
+    return lambda CF, log_K, N: float(f(math.exp((log_K - math.log(L)) / L), L, CF, N))
+
+
+def frobenius_row_bound(CF, log_K, N, L=3):
+    """:func:`frobenius_row_function` at one point."""
+    return frobenius_row_function(L)(CF, log_K, N)
+
+
 def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
     """``min_{p ∈ 𝒫_m} 𝒯(W;p) ≤ min(√(C_F K) N^{3/4}, N)`` for ``N×N`` matrices with ``‖W‖_F ≤ C_F``
-    (the Frobenius row of Chapter 5; ``K = C^L L``, ``𝒯`` of :func:`bounds_lib.theory.peeling.log_term`).
+    (the Frobenius row of Chapter 5; ``K = C^L L``, ``𝒯`` of :func:`bounds_lib.theory.peeling.log_term`, the
+    row of :func:`frobenius_row_function`).
 
     Random spectra (any rank, scaled to ``‖W‖_F = C_F``), then Nelder–Mead over the log-spectrum,
     ``log C_F`` and ``log K``. ``weaken = 1.1`` is the power check: the flat spectrum ``σ_i = C_F/√N``
     attains the bound, so the bound divided by 1.1 must be violated.
     """
     from ..theory.peeling import posthoc_grid
+
+    row = frobenius_row_function()
 
     def make(N):
         grid = posthoc_grid(1, N)
@@ -140,8 +162,7 @@ def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
             logS = np.log(np.sum(s[None, :] ** grid[1:, None], axis=1))
             logS = np.r_[math.log(np.count_nonzero(s > 0)), logS]   # p = 0: the rank
             lhs = float(np.min(log_term(logS, grid, lK, N)))
-            rhs = min(0.5 * (math.log(CF) + lK) + 0.75 * math.log(N), math.log(N))
-            return weaken * math.exp(lhs - rhs)
+            return weaken * math.exp(lhs) / row(CF, lK, N)
         return ratio
 
     def sample(r, N):
