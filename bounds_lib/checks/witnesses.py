@@ -233,8 +233,8 @@ def shell_witness(Ls=(2, 4, 12, 48), eta=1e-9, qk=1e8) -> Witness:
         k = 3 * (L - 1)
         near = lambda j: np.full(L, rho ** (j - 1) * (1 + eta))  # noqa: E731
         jq = math.ceil(math.log(qk) / math.log(rho))
-        lhs = PL.log_alpha_inflation(near(-4), near(4), near(jq), rho, L_phi=3.0)
-        return float(lhs), (k - fewer) * math.log(rho)
+        lhs = float(PL.log_alpha_inflation(near(-4), near(4), near(jq), rho, L_phi=3.0))
+        return lhs, (k - fewer) * math.log(rho)
 
     return witness("α⁽⁰⁾ shell inflation ρ^k", "ch04-lem-shells", "L", Ls, case,
                    {"ρ^{k−1} (a radius fewer)": dict(fewer=1)}, reach=0.999)
@@ -276,10 +276,11 @@ def log_factor_witness(side, Ns=(1e2, 1e4, 1e8, 1e16, 1e64)) -> Witness:
                    {"÷ 1.1": dict(weaken=1 / 1.1)}, reach=0.99)
 
 
-def frobenius_row_witness(Ns=(4, 16, 64), CF=2.5, log_K=1.3) -> Witness:
-    """Lemma ``ch05-lem-frobenius``: equality for ``N`` equal singular values ``C_F/√N`` (both regimes), against
-    the library's :func:`bounds_lib.theory.orders.regime_term` ``("frobenius")`` (through
-    :func:`bounds_lib.checks.ch5_theorem.frobenius_row_bound`); ``C_F = 2.5``, ``log K = 1.3``."""
+def frobenius_row_witness(Ns=(4, 64, 256), CF=2.5, log_K=0.4) -> Witness:
+    """Lemma ``ch05-lem-frobenius``: equality for ``N`` equal singular values ``C_F/√N``, against the library's
+    :func:`bounds_lib.theory.orders.regime_term` ``("frobenius")`` (through
+    :func:`bounds_lib.checks.ch5_theorem.frobenius_row_bound`); ``C_F = 2.5``, ``log K = 0.4``: ``N = 4`` lies in
+    the regime ``N`` (``p = 0``), ``N = 64, 256`` in the regime ``√(C_F K)N^{3/4}`` (``p = 2``; ``N > (C_F K)²``)."""
     def case(N, weaken=1.0):
         grid = PL.posthoc_grid(1, N)
         s = np.full(N, CF / math.sqrt(N))
