@@ -240,19 +240,26 @@ def shell_witness(Ls=(2, 4, 12, 48), eta=1e-9, qk=1e8) -> Witness:
                    {"ρ^{k−1} (a radius fewer)": dict(fewer=1)}, reach=0.999)
 
 
-def rounding_witness(ps=(0.5, 0.1, 0.01, 0.001), log_sigma=2.0, log_K=3.0, N=64) -> Witness:
+def rounding_witness(ps=(0.5, 0.1, 0.01, 0.001), log_sigma=2.0, log_K=3.0, N=64, sharp=False) -> Witness:
     """Lemma ``ch04-lem-rounding`` in its ``σ₁``, ``K`` and ``N`` terms: a rank-one ``W`` with ``σ₁ = e^{log_sigma}``
     (so ``log S_p = p log σ₁``, ``log⁻S_p = 0``), ``p → 0`` and ``Δ = p``: the derivative of ``log 𝒯`` at 0 is
     ``log σ₁/2 + (2 log K + log N)/4``, the bound's. The ``¼log⁻S_p`` term is not attained together with
-    them (a rank-one ``σ₁ < 1`` makes ``log S_p`` negative but ``d log S_p/dp = log σ₁ < 0``)."""
+    them (a rank-one ``σ₁ < 1`` makes ``log S_p`` negative but ``d log S_p/dp = log σ₁ < 0``).
+
+    ``sharp=True``: Lemma ``ch04-lem-rounding-sharp`` (:func:`~bounds_lib.theory.peeling.rounding_cost_bound_sharp`),
+    attained by every rank-one ``W`` — with ``log_sigma = −1`` (``σ₁ < 1``), where the first lemma is not."""
+    bound = PL.rounding_cost_bound_sharp if sharp else PL.rounding_cost_bound
+
     def case(p, weaken=1.0):
         q = 2 * p
         s1 = math.exp(log_sigma)
         diff = PL.log_term(q * log_sigma, q, log_K, N) - PL.log_term(p * log_sigma, p, log_K, N)
-        return float(diff), float(PL.rounding_cost_bound(q - p, p, s1, p * log_sigma, log_K, N)) / weaken
+        args = (q - p, p, s1, log_K, N) if sharp else (q - p, p, s1, p * log_sigma, log_K, N)
+        return float(diff), float(bound(*args)) / weaken
 
-    return witness("rounding cost (σ₁, K, N terms)", "ch04-lem-rounding", "p", ps, case,
-                   {"bound ÷ 1.1": dict(weaken=1.1)}, reach=0.995)
+    name = "rounding cost, sharp" if sharp else "rounding cost (σ₁, K, N terms)"
+    label = "ch04-lem-rounding-sharp" if sharp else "ch04-lem-rounding"
+    return witness(name, label, "p", ps, case, {"bound ÷ 1.1": dict(weaken=1.1)}, reach=0.995)
 
 
 def log_factor_witness(side, Ns=(1e2, 1e4, 1e8, 1e16, 1e64)) -> Witness:
@@ -300,7 +307,7 @@ def chapter_witnesses(chapter) -> list:
     if chapter == 2:
         return [split_witness(k) for k in ("rank", "tail_dim", "tail_schatten")]
     if chapter == 4:
-        return [rounding_witness(), shell_witness()]
+        return [rounding_witness(), rounding_witness(log_sigma=-1.0, sharp=True), shell_witness()]
     if chapter == 5:
         return [log_factor_witness("upper"), log_factor_witness("lower"), frobenius_row_witness()]
     raise ValueError(f"chapter must be 1, 2, 4 or 5 (Chapter 3: ch3_witnesses.chapter3_witnesses), got {chapter!r}")
