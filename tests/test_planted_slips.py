@@ -169,6 +169,14 @@ SLIPS = [
      _out(lambda out, A: out.subs(sp.sqrt(SYM["L"]), 1))),
     (O.log_factor_constant, "κ = √(2 + log 72/log nTN) → √(1 + log 72/log nTN)", (5,),
      lambda f: lambda nTN: math.sqrt(f(nTN) ** 2 - 1.0)),
+    (O.theorem_log_factor, "√λ̄ with log(9nN) (T dropped)", (5,), _out(lambda out, A: out.subs(SYM["T"], 1))),
+    (O.theorem_log_factor, "√λ̄ with log(nTN) (the 9 dropped)", (5,),
+     _out(lambda out, A: out.subs(sp.log(9 * SYM["n"] * SYM["T"] * SYM["N"]), sp.log(SYM["n"] * SYM["T"] * SYM["N"])))),
+    (O.theorem_log_factor, "√λ̄ with log⁺(8NK) (C dropped from 8CNK)", (5,),
+     _out(lambda out, A: out.subs(8 * SYM["C"] * SYM["N"], 8 * SYM["N"]))),
+    (O.table_log_factor, "table with log(nN) (T dropped)", (5,), _out(lambda out, A: out.subs(SYM["T"], 1))),
+    (O.table_log_factor, "table without log⁺K", (5,), _out(lambda out, A: out.subs(
+        sp.Max(SYM["L"] * sp.log(SYM["C"]) + sp.log(SYM["L"]), 0), 0))),
 ]
 #: Chapter 1: slips in NORM_INEQUALITIES (lhs, rhs of one entry replaced).
 NORM_SLIPS = [
@@ -180,8 +188,22 @@ NORM_SLIPS = [
     ("‖W‖_* ≤ rank‖W‖_F (exponent)", _norm_slip("‖W‖_* ≤ √rank ‖W‖_F",
                                                  rhs=lambda W, s, k, r: r * norms._fro(k))),
 ]
-#: Slips that no witness can see, each with the reason it is equivalent (empty: every slip is caught).
-EQUIVALENT = {}
+#: Slips that no witness can see, each with the reason it is equivalent on every witness.
+EQUIVALENT = {
+    "table without log⁺K": "the lemma is attained only where log⁺K = 0 (the upper side needs K = 1, the lower "
+                           "side K ≤ 1/(8CN)), so on every witness the slip changes nothing; the randomized "
+                           "search falsify_log_factor breaks it at K > 1 (asserted below)",
+    "√λ̄ with log⁺(8NK) (C dropped from 8CNK)": "the slipped √λ̄ still satisfies both sides of the lemma on its "
+                                              "domain (C ≥ 1/8: log⁺(8NK) ≤ log⁺(8CNK) + log 8), and at both "
+                                              "extremes (C = 1; log⁺(8CNK) = 0 = log⁺(8NK)) it is unchanged: "
+                                              "the lemma cannot fix this constant; the theorem's proof does, "
+                                              "and it has no witness (proof map)",
+    "√λ̄ with log(nTN) (the 9 dropped)": "a lower-order term: the slipped √λ̄ still satisfies both sides of the "
+                                       "lemma and still attains them as nTN → ∞ (the lemma is about the "
+                                       "order, κ → √2); the theorem's proof fixes the 9, without a witness",
+}
+#: Of those, the ones the randomized search of the page catches.
+SEARCH_CATCHES = ("table without log⁺K",)
 
 
 def _plant(monkeypatch, original, replacement):
@@ -244,3 +266,17 @@ def test_at_unit_scales_the_slips_survive(monkeypatch):
     assert failing((3,))
     monkeypatch.setattr(W3, "VALUE", 1.0)
     assert [w.name for w in (W3.layer_qk_witness(), W3.layer_value_witness()) if not w.ok] == []
+
+
+@pytest.mark.parametrize("slip", SEARCH_CATCHES)
+def test_a_slip_no_witness_sees_is_caught_by_the_search(monkeypatch, slip):
+    from bounds_lib.checks import ch5_theorem
+
+    fn, _, _, plant = next(s for s in SLIPS if s[1] == slip)
+    _plant(monkeypatch, fn, plant(fn))
+    up, low = ch5_theorem.falsify_log_factor(np.random.default_rng(0), trials=300, restarts=1)
+    assert up.violations + low.violations > 0
+
+
+def test_every_equivalent_slip_is_a_planted_one():
+    assert set(EQUIVALENT) <= {s[1] for s in SLIPS} and set(SEARCH_CATCHES) <= set(EQUIVALENT)

@@ -18,6 +18,7 @@ from .harness import CheckResult, Falsification, _sigmoid, falsify
 
 __all__ = [
     "LOG_FACTOR_DOMAIN",
+    "log_factor_functions",
     "log_factors",
     "falsify_log_factor",
     "check_log_factor",
@@ -41,20 +42,28 @@ def _log_factor_point(x):
     return tuple(out)
 
 
+def log_factor_functions():
+    """``(√λ̄, table factor)`` as functions of ``(n, T, N, L, C)``, lambdified from the library's
+    :func:`bounds_lib.theory.orders.theorem_log_factor` and :func:`bounds_lib.theory.orders.table_log_factor`:
+    ``√(log(9nTN) + log⁺(8CN·C^L L))`` and ``√(log(nTN) + log⁺(C^L L))``."""
+    import sympy as sp
+
+    from ..theory.orders import SYMBOLS, table_log_factor, theorem_log_factor
+
+    args = [SYMBOLS[k] for k in ("n", "T", "N", "L", "C")]
+    return sp.lambdify(args, theorem_log_factor(), "math"), sp.lambdify(args, table_log_factor(), "math")
+
+
 def log_factors(n, T, N, L, C):
-    """``(√λ̄, table factor)`` of Chapter 5: ``√(log(9nTN) + log⁺(8CN·C^L L))`` and
-    ``√(log(nTN) + log⁺(C^L L))`` (:func:`bounds_lib.theory.orders.theorem_log_factor`,
-    :func:`bounds_lib.theory.orders.table_log_factor`, evaluated in floating point).
+    """``(√λ̄, table factor)`` of Chapter 5 at one point (:func:`log_factor_functions`).
 
     Examples
     --------
     >>> [round(v, 4) for v in log_factors(1e5, 128, 768, 12, 1.5)]
     [6.4564, 5.5099]
     """
-    lK = L * math.log(C) + math.log(L)
-    thm = math.sqrt(math.log(9.0 * n * T * N) + max(math.log(8.0 * C * N) + lK, 0.0))
-    tab = math.sqrt(math.log(n * T * N) + max(lK, 0.0))
-    return thm, tab
+    thm, tab = log_factor_functions()
+    return float(thm(n, T, N, L, C)), float(tab(n, T, N, L, C))
 
 
 def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
@@ -68,14 +77,15 @@ def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
     """
     from ..theory.orders import log_factor_constant
 
+    thm, tab = log_factor_functions()
+
     def up(x):
         n, T, N, L, C = _log_factor_point(x)
-        thm, tab = log_factors(n, T, N, L, C)
-        return weaken * thm / (log_factor_constant(n * T * N) * tab)
+        return weaken * thm(n, T, N, L, C) / (log_factor_constant(n * T * N) * tab(n, T, N, L, C))
 
     def low(x):
-        thm, tab = log_factors(*_log_factor_point(x))
-        return weaken * tab / thm
+        point = _log_factor_point(x)
+        return weaken * tab(*point) / thm(*point)
 
     def sample(r):
         return r.normal(0.0, 3.0, 5)

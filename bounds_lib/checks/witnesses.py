@@ -263,9 +263,13 @@ def rounding_witness(ps=(0.5, 0.1, 0.01, 0.001), log_sigma=2.0, log_K=3.0, N=64,
 
 
 def log_factor_witness(side, Ns=(1e2, 1e4, 1e8, 1e16, 1e64)) -> Witness:
-    """Lemma ``ch05-lem-logfactor``: ``upper`` (``√λ̄ ≤ κ·table``) along ``n = T = L = 1``, ``C = 1``, ``N → ∞``;
-    ``lower`` (``table ≤ √λ̄``) along ``n = N``, ``T = 1``, ``C = 1/8``, ``L = ⌈log₈N⌉ + 2`` (so that
-    ``log⁺(8CNK) = 0``), ``N → ∞``: the ratio ``√(log(nTN)/log(9nTN)) → 1``."""
+    """Lemma ``ch05-lem-logfactor``, both factors the library's (:func:`~bounds_lib.checks.ch5_theorem.log_factors`,
+    lambdified from :mod:`bounds_lib.theory.orders`): ``upper`` (``√λ̄ ≤ κ·table``) along ``n = T = L = 1``,
+    ``C = 1``, ``N → ∞`` — the only configurations where ``κ`` is attained (equality needs ``nT = 1`` and
+    ``K = 1``), so these ones are the extremal case itself; ``lower`` (``table ≤ √λ̄``) along ``n = N``,
+    ``T = 1000`` (> 9: a slip in ``T`` is seen), ``C = 1/8``, ``L = ⌈log₈N⌉ + 2`` (so that ``log⁺(8CNK) = 0``),
+    ``N → ∞``: the ratio
+    ``√(log(nTN)/log(9nTN)) → 1``."""
     from ..theory.orders import log_factor_constant
 
     if side not in ("upper", "lower"):
@@ -276,7 +280,7 @@ def log_factor_witness(side, Ns=(1e2, 1e4, 1e8, 1e16, 1e64)) -> Witness:
             thm, tab = log_factors(1.0, 1.0, N, 1, 1.0)
             return thm, weaken * log_factor_constant(N) * tab
         L = int(math.ceil(math.log(N) / math.log(8.0))) + 2   # 8CNK = N·L/8^L ≤ 1: log⁺(8CNK) = 0
-        thm, tab = log_factors(N, 1.0, N, L, 0.125)
+        thm, tab = log_factors(N, 1000.0, N, L, 0.125)
         return tab, weaken * thm
 
     return witness(f"log factor, {side} side", "ch05-lem-logfactor", "N", Ns, case,
