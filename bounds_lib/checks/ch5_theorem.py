@@ -51,7 +51,9 @@ def log_factor_functions():
     from ..theory.orders import SYMBOLS, table_log_factor, theorem_log_factor
 
     args = [SYMBOLS[k] for k in ("n", "T", "N", "L", "C")]
-    return sp.lambdify(args, theorem_log_factor(), "math"), sp.lambdify(args, table_log_factor(), "math")
+    # logs of products expanded (log C^L = L log C): no C^L overflows the float range
+    thm, tab = (sp.expand_log(f(), force=True) for f in (theorem_log_factor, table_log_factor))
+    return sp.lambdify(args, thm, "math"), sp.lambdify(args, tab, "math")
 
 
 def log_factors(n, T, N, L, C):
