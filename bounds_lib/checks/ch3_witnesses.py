@@ -350,7 +350,7 @@ def alpha_value_path(depths=(1, 2, 3, 6, 12), gain=2.0) -> Witness:
 
 
 def multihead_gamma_witness(piece, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
-    """Lemma ``ch03-lem-gamma-mh`` for ``piece ∈ {QK, V, M_in, M_out}``: one block of :func:`_mh_layers` (two
+    """Lemma ``ch03-lem-gamma-mh`` for ``piece ∈ {QK, V, M_in, M_out}``: one block of the multi-head witnesses (two
     unequal heads, ``M_in = 2I``, ``φ = L_φ x``). QK: the Λ-witness tokens with ``ΔQK_1 = ε e₁ᵀe₂`` (ratio
     → 1 as ``q → ∞``); the others on one token ``e₁`` with a rotation-generator perturbation (ratio 1 to
     first order). The released γ (no ``L_φ``, ``γ_{M_out} = 1``) is broken."""

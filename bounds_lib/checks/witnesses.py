@@ -102,9 +102,11 @@ class Witness:
 
     @property
     def form_changing(self) -> dict:
-        """Whether each weakening changes the bound's form (a dict by constant): its ratio to the bound's
-        varies along the family. One that does not only rescales the whole bound: on a witness that
-        attains the bound it is broken by construction and proves nothing beyond "attained"."""
+        """Whether each weakening changes the bound's form, a dict by constant.
+
+        A weakening changes the form when its ratio to the bound's varies along the family. One that
+        does not only rescales the whole bound; on a witness that attains the bound it is broken by
+        construction and proves nothing beyond "attained"."""
         return {k: bool(np.ptp(np.log(v / self.ratios)) > FORM_RTOL) if len(self.values) > 1 else False
                 for k, v in self.weakened.items()}
 
