@@ -136,6 +136,11 @@ SLIPS = [
      _gamma("M_out", lambda A: 0.0 if A["L_phi"] is None else -_log(A["C_Min"]))),
     (P.log_gamma_multihead, "γ^{M_out} = B_φ·C(M_out) (index)", (3,),
      _gamma("M_out", lambda A: 0.0 if A["L_phi"] is None else _log(A["C_Mout"]) - _log(A["C_Min"]))),
+    # Chapter 3: the composition theorems (the readout's norm)
+    (P.composition_bound, "Σ_j κ_j d_j without ‖w‖₂", (3,), _out(
+        lambda out, A: (out[0], out[1] / np.linalg.norm(A["net"].w), out[2], out[3]))),
+    (P.multihead_composition_bound, "Σ_j κ_j d_j without ‖w‖₂", (3,), _out(
+        lambda out, A: (out[0], out[1] / np.linalg.norm(A["w"])))),
     # Chapter 3: logits
     (P.bilinear_logit_bound, "2‖W‖θ²", (3,), _args(lambda A: A.update(theta=A["theta"] ** 2))),
     (P.bilinear_logit_bound, "2‖W‖²θ", (3,), _args(lambda A: A.update(spectral_norm=A["spectral_norm"] ** 2))),

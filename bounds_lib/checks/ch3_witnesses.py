@@ -17,7 +17,8 @@ a bound function changes the ratio: no quantity that enters a bound is 1. The ac
 ``φ(x) = L_φ·x`` (Lipschitz ``L_φ``, linear growth ``B_φ = L_φ``) with ``L_φ = 3``; the Λ head has
 ``W_V = ½I`` (``VALUE``) and ``W^M = I/(½L_φ)``; every multi-head witness has two unequal heads (the second
 with ``QK₂ = 0``, ``Ṽ₂ = ¼I``, ``SECOND``; 0.01 in :func:`multihead_layer_witness`) and ``M_in = 2I``; where an
-``M`` piece must see unit rows the values are ``2I`` (``CLIP``), clipped back to the sphere by ``Π_norm``.
+``M`` piece must see unit rows the values are ``2I`` (``CLIP``), clipped back to the sphere by ``Π_norm``; the
+networks are read out by ``w = 1.5·e₂``.
 
 At depth 2, layer 0 is the identity on the three tokens (self-attention ``W_QK = 50·I``: the off-diagonal
 weights are ``e^{−50}``) and a perturbation of its value or feed-forward matrix by ``εJ`` (``J`` the
@@ -69,6 +70,7 @@ _J = np.array([[0.0, 1.0], [-1.0, 0.0]])   # the rotation generator: x·J ⊥ x
 _E1, _E2 = np.eye(2)
 _TOKENS = np.array([_E1, _E2, -_E2])       # e₁ (the query, read out), e₂, −e₂
 _SELF = 50.0                               # W_QK = 50·I: layer 0 attends to each token itself (weights e^{-50})
+_W = 1.5 * _E2                             # the readout w: ‖w‖₂ = 1.5 (≠ 1: a bound that drops it is seen)
 
 
 def _phi(L_phi):
@@ -232,7 +234,7 @@ def _single_layers(depth, q, eps, piece, lphi=LPHI):
     wit = ([_qk(q)], [V], np.eye(2), Mo)
     if depth == 1 and piece == "QK":
         hat = ([_qk(q) + eps * np.outer(_E1, _E2)], [V], np.eye(2), Mo)
-        return [wit], [hat], _TOKENS, _E2
+        return [wit], [hat], _TOKENS, _W
     if piece == "M":
         V0, Mo0 = CLIP * np.eye(2), np.eye(2) / (lphi * (CLIP if depth == 1 else 1.0))
     else:
@@ -241,8 +243,8 @@ def _single_layers(depth, q, eps, piece, lphi=LPHI):
     lay = ([QK0], [V0], np.eye(2), Mo0)
     hat = ([QK0], [V0 + eps * _J * (piece == "V")], np.eye(2), Mo0 + eps * _J * (piece == "M"))
     if depth == 1:
-        return [lay], [hat], _E1[None], _E2
-    return [lay, wit], [hat, wit], _TOKENS, _E2
+        return [lay], [hat], _E1[None], _W
+    return [lay, wit], [hat, wit], _TOKENS, _W
 
 
 def _delta_norms(layers, hat):
@@ -341,7 +343,8 @@ def alpha_value_path(depths=(1, 2, 3, 6, 12), gain=2.0) -> Witness:
                                                          P.SOFTMAX_LINF_L1_TIGHT))
         log_a = la[1] if (drop_layer and L > 1) else la[0]
         g = P.log_gamma_multihead(1.0, Cmo[0], CV[0, 0], 0.0, L_phi=L_phi * LPHI, softmax_const=1.0)
-        return _lhs(layers, hat, _E1[None], _E2), math.exp(g["V"] + log_a) * _norm(eps * _J)
+        rhs = float(np.linalg.norm(_W)) * math.exp(g["V"] + log_a) * _norm(eps * _J)
+        return _lhs(layers, hat, _E1[None], _W), rhs
 
     weak = {"L_φ × 0.9": dict(L_phi=WEAKEN), "C_V × 0.9": dict(C_V=WEAKEN),
             "α with one layer fewer": dict(drop_layer=True)}
@@ -412,12 +415,12 @@ def _mh_layers(depth, q, eps, piece):
     k = {"QK": 0, "V": 1, "M_in": 2, "M_out": 3}[piece]
     wit = _heads(q, SECOND)
     if depth == 1 and piece == "QK":
-        return [wit], [bump(wit, 0)], _TOKENS, _E2
+        return [wit], [bump(wit, 0)], _TOKENS, _W
     if depth == 1:
         lay = (Z, V, Mi, Mo)
-        return [lay], [bump(lay, k)], _E1[None], _E2
+        return [lay], [bump(lay, k)], _E1[None], _W
     ident = ([_SELF * np.eye(2)] * 2, V, Mi, Mo)
-    return [ident, wit], [bump(ident, k), wit], _TOKENS, _E2
+    return [ident, wit], [bump(ident, k), wit], _TOKENS, _W
 
 
 def multihead_composition_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
