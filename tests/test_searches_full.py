@@ -24,6 +24,16 @@ def test_layer_lipschitz_full_search():
     r.require()
 
 
+def test_layer_lipschitz_search_on_the_indefinite_family_breaks_c_one_half():
+    # the family the page's short search and the witness use: W_QK = q·diag(−1, 1); there c = ½ is false
+    # (the witness reaches 1.47 of it at q = 3), and the search must find that on its own
+    r = CK.check_layer_lipschitz(np.random.default_rng(20260509), trials=2_000, false_const=0.5, tokens=(3,),
+                                 qs=(3.0, 8.0), qk="indefinite")
+    print(r)
+    r.require()
+    assert r.values["optimiser_false"].worst_ratio > 1.2
+
+
 def test_parameter_perturbation_full_search():
     r = CK.check_parameter_perturbation(np.random.default_rng(20260509))
     print(r)

@@ -38,7 +38,8 @@ from .ch3_single_head import (adversarial_layer_lipschitz, adversarial_parameter
                               falsify_parameter_perturbation, falsify_softmax)
 from .ch4_peeling import check_shells, falsify_rounding, falsify_shell_inflation, rounding_ratio
 from .ch5_theorem import (LOG_FACTOR_DOMAIN, check_log_factor, check_orders_in_depth, check_regime_slopes,
-                          check_theorem_constants, falsify_frobenius_row, falsify_log_factor, log_factors)
+                          check_theorem_constants, falsify_frobenius_row, falsify_log_factor, frobenius_row_bound,
+                          frobenius_row_function, log_factor_functions, log_factors)
 from .harness import (OPTIMISER_FTOL, OPTIMISER_XTOL, TINY_DENOMINATOR, VIOLATION_TOL, CheckResult, Falsification,
                       adversarial_search, falsify, power_check)
 
@@ -83,6 +84,9 @@ __all__ = [
     "check_shells",
     "LOG_FACTOR_DOMAIN",
     "log_factors",
+    "log_factor_functions",
+    "frobenius_row_function",
+    "frobenius_row_bound",
     "falsify_log_factor",
     "check_log_factor",
     "falsify_frobenius_row",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..theory.interpolation import tail_bound_dimension
+from ..theory.interpolation import rank_bound, tail_bound_dimension, tail_bound_schatten
 from ..theory.norms import RANK_RTOL
 from .harness import TINY_DENOMINATOR, CheckResult, Falsification, falsify
 
@@ -29,9 +29,12 @@ def _split_ratios(s, tau, p, k, weaken):
     f2 = np.sqrt(np.sum(tail**2, axis=1))
     # at p = 0 the numerical zeros (σ ≤ RANK_RTOL·k·σ₁) are not in S_0: allow their σ² ≤ (RANK_RTOL k σ₁)² k slack
     slack = (RANK_RTOL * k * np.maximum(s[:, 0], 1.0)) ** 2 * k
-    return {"rank": weaken * r1 / np.maximum(Sp / tau**p, TINY_DENOMINATOR),
+    # the library's bounds, one row at a time (each takes one index p)
+    rank_b = np.array([rank_bound(S, t, q) for S, t, q in zip(Sp, tau, p)])
+    tail_b = np.array([tail_bound_schatten(t, S, q) for S, t, q in zip(Sp, tau, p)])
+    return {"rank": weaken * r1 / np.maximum(rank_b, TINY_DENOMINATOR),
             "tail_dim": weaken * f2 / tail_bound_dimension(tau, (k, k)),
-            "tail_schatten": weaken * f2 / np.sqrt(tau ** (2 - p) * Sp + slack)}
+            "tail_schatten": weaken * f2 / np.sqrt(tail_b**2 + slack)}
 
 
 def falsify_split(rng, trials=10_000, nondegenerate=False, weaken=1.0):

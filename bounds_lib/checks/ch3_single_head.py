@@ -132,9 +132,12 @@ def check_layer_lipschitz(rng, trials=10_000, false_const=0.25, **search):
 
     In this order on ``rng``: :func:`falsify_layer_lipschitz` with the tight softmax constant and with
     the false ``false_const``; :func:`adversarial_layer_lipschitz` (keywords ``search``) with both.
-    Claims: no violation in the random draws or by the optimiser; the random draws miss the false
-    constant (why the optimiser is needed); as power, the optimiser breaks it. ``values``: ``random``,
-    ``random_false``, ``optimiser``, ``optimiser_false``.
+    Claims: no violation in the random draws or by the optimiser; as power, the optimiser breaks the
+    false constant. What the random draws find against it is reported (``detail``), not claimed: a
+    random search's failure to find is a property of one seed. With ``qk="indefinite"`` in ``search``
+    the optimiser draws the family of the witness (``W_QK = q·diag(−1, 1)``), where ``c = ½`` is false
+    by a factor near 2 at large ``q``. ``values``: ``random``, ``random_false``, ``optimiser``,
+    ``optimiser_false``.
     """
     runs = dict(
         random=falsify_layer_lipschitz(rng, trials=trials, softmax_const=SOFTMAX_LINF_L1_TIGHT),
@@ -146,7 +149,6 @@ def check_layer_lipschitz(rng, trials=10_000, false_const=0.25, **search):
         (f"no violation in {runs['random'].trials} random draws",
          runs["random"].trials >= trials and runs["random"].violations == 0),
         ("no violation found by the optimiser", runs["optimiser"].violations == 0),
-        (f"random draws miss the false constant c = {false_const:g}", runs["random_false"].violations == 0),
         (f"power: the optimiser breaks c = {false_const:g}", runs["optimiser_false"].violations > 0),
     )
     detail = _worst_ratios(runs, 3)

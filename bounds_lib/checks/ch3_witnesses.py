@@ -10,10 +10,15 @@ Theorem ``ch03-thm-layer``): three tokens ``e₁, e₂, −e₂`` and ``W_QK = q
 ``e₂`` and ``−e₂`` equal logits (0) and itself ``−q``; rotating every row by a small angle ``θ`` moves
 the two equal logits by ``±q sin 2θ``, the softmax is tight at equal weights, the attention row moves
 by ``q sin 2θ·‖e₂ − (−e₂)‖/2 ≈ 2qθ``, and the value term ``Σ_s P_ts (x_s − x'_s)`` cancels. The ratio to
-``Λ = 1 + 2cq`` is ``2q/(1 + 2q)`` up to ``e^{−q}`` (0.84, 0.94, 0.984 at ``q = 3, 8, 30``), → 1. The
-activation is ``φ(x) = L_φ·x`` (Lipschitz ``L_φ``, linear growth ``B_φ = L_φ``) with ``L_φ = 3``, and the
-feed-forward matrices carry ``1/L_φ`` (and ``M_in = 2I`` for the multi-head block), so that dropping
-``L_φ`` or ``C(M_in)`` from a bound changes it by a factor that the witness sees.
+``Λ = 1 + 2cq`` is ``2q/(1 + 2q)`` up to ``e^{−q}`` (0.84, 0.94, 0.984 at ``q = 3, 8, 30``), → 1.
+
+The witnesses run at generic scales, so that a slip in an exponent or a factor moved between terms of
+a bound function changes the ratio: no quantity that enters a bound is 1. The activation is
+``φ(x) = L_φ·x`` (Lipschitz ``L_φ``, linear growth ``B_φ = L_φ``) with ``L_φ = 3``; the Λ head has
+``W_V = ½I`` (``VALUE``) and ``W^M = I/(½L_φ)``; every multi-head witness has two unequal heads (the second
+with ``QK₂ = 0``, ``Ṽ₂ = ¼I``, ``SECOND``; 0.01 in :func:`multihead_layer_witness`) and ``M_in = 2I``; where an
+``M`` piece must see unit rows the values are ``2I`` (``CLIP``), clipped back to the sphere by ``Π_norm``; the
+networks are read out by ``w = 1.5·e₂``.
 
 At depth 2, layer 0 is the identity on the three tokens (self-attention ``W_QK = 50·I``: the off-diagonal
 weights are ``e^{−50}``) and a perturbation of its value or feed-forward matrix by ``εJ`` (``J`` the
@@ -39,6 +44,7 @@ __all__ = [
     "layer_qk_witness",
     "layer_value_witness",
     "multihead_layer_witness",
+    "multihead_value_witness",
     "perturbation_witness",
     "alpha_value_path",
     "multihead_gamma_witness",
@@ -54,10 +60,17 @@ __all__ = [
 LPHI = 3.0
 #: ``C(M_in)`` of the multi-head witnesses (≠ 1, so that dropping it from ``γ_{M_out}`` is seen).
 MIN = 2.0
+#: ``C(W_V)`` of the Λ head (``W_V = v·I``, ``W^M = I/(v·L_φ)``: rows stay unclipped, a slip in ``C_V`` is seen).
+VALUE = 0.5
+#: ``C(Ṽ₂)`` of the second head of every multi-head witness (``QK₂ = 0``): the heads differ.
+SECOND = 0.25
+#: ``C(W_V)`` where an ``M`` piece must see unit rows: ``W_V = 2·I``, clipped back to the sphere by ``Π_norm``.
+CLIP = 2.0
 _J = np.array([[0.0, 1.0], [-1.0, 0.0]])   # the rotation generator: x·J ⊥ x
 _E1, _E2 = np.eye(2)
 _TOKENS = np.array([_E1, _E2, -_E2])       # e₁ (the query, read out), e₂, −e₂
 _SELF = 50.0                               # W_QK = 50·I: layer 0 attends to each token itself (weights e^{-50})
+_W = 1.5 * _E2                             # the readout w: ‖w‖₂ = 1.5 (≠ 1: a bound that drops it is seen)
 
 
 def _phi(L_phi):
@@ -115,25 +128,30 @@ def logit_witness(thetas=(0.1, 0.01, 0.001)) -> Witness:
 
 # ---------------------------------------------------------------- Chapter 3: Λ (single head, multi-head)
 
-def _layer_case(q, theta, heads, c=P.SOFTMAX_LINF_L1_TIGHT, L_phi=1.0, C_Min=1.0, C_Mout=1.0, C_V=1.0, C_QK=1.0,
-                head_sum=True):
-    """The Λ witness block: ``heads`` identical heads ``QK_h = q·diag(−1,1)``, ``Ṽ_h = I/H``, ``M_in = MIN·I``
-    (single head: ``I``), ``M_out = I/(L_φ·C(M_in))``, ``φ = L_φ·x``; inputs ``e₁, e₂, −e₂`` rotated by ``θ``.
-    Keyword factors multiply the norms passed to the bound (1: the bound itself)."""
-    H = max(heads, 1)
-    m = MIN if heads else 1.0
-    QK, V = [_qk(q)] * H, [np.eye(2) / H] * H
-    Mi, Mo = m * np.eye(2), np.eye(2) / (LPHI * m)
-    X, X2 = _TOKENS, _TOKENS @ _rotation(theta)
-    phi = _phi(LPHI)
-    out = P.multihead_block_forward(X, QK, V, Mi, Mo, phi)
-    out2 = P.multihead_block_forward(X2, QK, V, Mi, Mo, phi)
-    lhs = _rows_dist(out, out2)
+def _heads(q, second):
+    """The Λ block's heads: ``QK = q·diag(−1,1)``, ``Ṽ = VALUE·I``; with ``second`` (multi-head) a second head
+    ``QK₂ = 0``, ``Ṽ₂ = second·I``. Returns ``(QK, V, M_in, M_out)`` with ``M_out = I/(L_φ C(M_in) Σ_h C(Ṽ_h))``:
+    one token stays on the unit sphere, unclipped."""
+    QK, V = [_qk(q)], [VALUE * np.eye(2)]
+    if second is not None:
+        QK, V = QK + [np.zeros((2, 2))], V + [second * np.eye(2)]
+    m = 1.0 if second is None else MIN
+    return QK, V, m * np.eye(2), np.eye(2) / (LPHI * m * sum(_norm(v) for v in V))
+
+
+def _layer_case(q, theta, second=None, c=P.SOFTMAX_LINF_L1_TIGHT, L_phi=1.0, C_Min=1.0, C_Mout=1.0, C_V=1.0,
+                C_QK=1.0, head_sum=True, X=_TOKENS):
+    """The Λ witness block (:func:`_heads`), ``φ = L_φ·x``; inputs ``X`` rotated by ``θ``. Keyword factors
+    multiply the norms passed to the bound (1: the bound itself); ``second=None``: the single-head Λ."""
+    QK, V, Mi, Mo = _heads(q, second)
+    X2 = X @ _rotation(theta)
+    f = lambda Z: P.multihead_block_forward(Z, QK, V, Mi, Mo, _phi(LPHI))  # noqa: E731
+    lhs = _rows_dist(f(X), f(X2))
     CV = np.array([[C_V * _norm(v) for v in V]])
     CQ = np.array([[C_QK * _norm(k) for k in QK]])
-    if not head_sum:   # Σ_h replaced by max_h (the heads are identical)
+    if not head_sum:   # Σ_h replaced by max_h (the Λ head is the larger)
         CV, CQ = CV[:, :1], CQ[:, :1]
-    if heads:
+    if second is not None:
         lam = np.exp(P.log_layer_lipschitz_multihead([C_Min * _norm(Mi)], [C_Mout * _norm(Mo)], CV, CQ,
                                                      L_phi * LPHI, c))[0]
     else:
@@ -151,9 +169,10 @@ def _eps(piece, q):
 
 
 def layer_qk_witness(qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
-    """Theorem ``ch03-thm-layer`` in its QK factor: ratio ``2q/(1 + 2q) → 1`` (``e₁, e₂, −e₂`` rotated)."""
+    """Theorem ``ch03-thm-layer`` in its QK factor: ratio ``2q/(1 + 2q) → 1`` (``e₁, e₂, −e₂`` rotated;
+    ``W_V = ½I``, ``W^M = I/(½L_φ)``, ``L_φ = 3``)."""
     def case(q, **kw):
-        return _layer_case(q, _THETA / q, 0, **kw)
+        return _layer_case(q, _THETA / q, **kw)
 
     weak = {"c × 0.9": dict(c=WEAKEN), "c = ½": dict(c=0.5), "L_φ × 0.9": dict(L_phi=WEAKEN),
             "L_φ dropped": dict(L_phi=1.0 / LPHI), "C_M × 0.9": dict(C_Mout=WEAKEN),
@@ -163,9 +182,9 @@ def layer_qk_witness(qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
 
 def layer_value_witness(thetas=(0.1, 0.01, 0.001)) -> Witness:
     """Theorem ``ch03-thm-layer`` in its value path (``T = 1``, ``W_QK = 0``): one token ``e₁`` rotated by
-    ``θ``; the block is ``x ↦ x`` on the unit sphere, the ratio ``2 sin(θ/2)/(2 sin(θ/2)) = 1``."""
+    ``θ``; ``W_V = ½I``, ``W^M = I/(½L_φ)``: the block is ``x ↦ x`` on the unit sphere, the ratio 1."""
     def case(th, c=P.SOFTMAX_LINF_L1_TIGHT, L_phi=1.0, C_M=1.0, C_V=1.0):
-        V, Mo = np.eye(2), np.eye(2) / LPHI
+        V, Mo = VALUE * np.eye(2), np.eye(2) / (VALUE * LPHI)
         X, X2 = _E1[None], (_E1 @ _rotation(th))[None]
         f = lambda Z: P.multihead_block_forward(Z, [np.zeros((2, 2))], [V], np.eye(2), Mo, _phi(LPHI))  # noqa: E731
         lam = np.exp(P.log_layer_lipschitz(C_M * _norm(Mo), C_V * _norm(V), 0.0, L_phi * LPHI, c))
@@ -175,17 +194,29 @@ def layer_value_witness(thetas=(0.1, 0.01, 0.001)) -> Witness:
     return witness("Λ, single head, value path", "ch03-thm-layer", "θ", thetas, case, weak, reach=1 - 1e-9)
 
 
-def multihead_layer_witness(qs=(3.0, 8.0, 30.0, 1000.0), heads=2) -> Witness:
-    """Lemma ``ch03-lem-layer-mh``: ``heads`` identical copies of the Λ witness head (``Ṽ_h = I/H``),
-    ``M_in = 2I``, ``M_out = I/(2L_φ)``; ratio ``2q/(1 + 2q) → 1``."""
+def multihead_layer_witness(qs=(3.0, 8.0, 30.0, 1000.0), second=0.01) -> Witness:
+    """Lemma ``ch03-lem-layer-mh`` on unequal heads: the Λ witness head (``Ṽ₁ = ½I``) and a head with
+    ``QK₂ = 0``, ``Ṽ₂ = second·I`` (0.01: the construction that breaks a Λ mixing the heads,
+    ``(Σ_h C(Ṽ_h))(1 + 2c·mean_h C(QK_h))``), ``M_in = 2I``, ``M_out = I/(2L_φ Σ_h C(Ṽ_h))``; ratio → 1."""
     def case(q, **kw):
-        return _layer_case(q, _THETA / q, heads, **kw)
+        return _layer_case(q, _THETA / q, second, **kw)
 
     weak = {"c × 0.9": dict(c=WEAKEN), "c = ½": dict(c=0.5), "L_φ × 0.9": dict(L_phi=WEAKEN),
             "L_φ dropped": dict(L_phi=1.0 / LPHI), "C(M_in) × 0.9": dict(C_Min=WEAKEN),
             "C(M_out) × 0.9": dict(C_Mout=WEAKEN), "C(Ṽ_h) × 0.9": dict(C_V=WEAKEN),
-            "C(QK_h) × 0.9": dict(C_QK=WEAKEN), "Σ_h → max_h": dict(head_sum=False)}
-    return witness(f"Λ, {heads} heads", "ch03-lem-layer-mh", "q", qs, case, weak)
+            "C(QK_h) × 0.9": dict(C_QK=WEAKEN)}
+    return witness("Λ, 2 unequal heads", "ch03-lem-layer-mh", "q", qs, case, weak)
+
+
+def multihead_value_witness(thetas=(0.1, 0.01, 0.001), second=SECOND) -> Witness:
+    """Lemma ``ch03-lem-layer-mh`` in its value path: one token ``e₁`` rotated by ``θ``, two heads with
+    ``QK_h = 0`` and ``Ṽ₁ = ½I``, ``Ṽ₂ = ¼I``: the block is ``x ↦ x`` on the sphere and ``Λ = 1``, ratio 1. The
+    head sum is seen: Σ_h replaced by max_h (or a mean) is broken."""
+    def case(th, **kw):
+        return _layer_case(0.0, th, second, X=_E1[None], **kw)
+
+    weak = {"Σ_h → max_h": dict(head_sum=False), "C(Ṽ_h) × 0.9": dict(C_V=WEAKEN), "L_φ × 0.9": dict(L_phi=WEAKEN)}
+    return witness("Λ, 2 unequal heads, value path", "ch03-lem-layer-mh", "θ", thetas, case, weak, reach=1 - 1e-9)
 
 
 # ---------------------------------------------------------------- Chapter 3: networks (γ, α, composition)
@@ -195,20 +226,25 @@ def _single_layers(depth, q, eps, piece, lphi=LPHI):
 
     Depth 1: the Λ-witness block (``piece = "QK"``: ``ΔW_QK = ε e₁ᵀe₂``), or, for ``V``/``M``, a block
     with ``W_QK = 0`` read on one token. Depth 2: layer 0 the identity on the tokens, perturbed in
-    ``piece ∈ {V, M}`` by ``εJ``; layer 1 the Λ-witness block.
+    ``piece ∈ {V, M}`` by ``εJ``; layer 1 the Λ-witness block. ``W_V = ½I``, ``W^M = I/(½L_φ)`` where
+    ``V`` is perturbed (rows unclipped); ``W_V = 2I`` (rows clipped to the sphere, ``φ`` sees unit rows),
+    ``W^M = I/(2L_φ)`` at depth 1 and ``I/L_φ`` at depth 2 where ``M`` is.
     """
-    V, Mo = np.eye(2), np.eye(2) / lphi
+    V, Mo = VALUE * np.eye(2), np.eye(2) / (VALUE * lphi)
     wit = ([_qk(q)], [V], np.eye(2), Mo)
     if depth == 1 and piece == "QK":
         hat = ([_qk(q) + eps * np.outer(_E1, _E2)], [V], np.eye(2), Mo)
-        return [wit], [hat], _TOKENS, _E2
+        return [wit], [hat], _TOKENS, _W
+    if piece == "M":
+        V0, Mo0 = CLIP * np.eye(2), np.eye(2) / (lphi * (CLIP if depth == 1 else 1.0))
+    else:
+        V0, Mo0 = V, Mo
+    QK0 = np.zeros((2, 2)) if depth == 1 else _SELF * np.eye(2)
+    lay = ([QK0], [V0], np.eye(2), Mo0)
+    hat = ([QK0], [V0 + eps * _J * (piece == "V")], np.eye(2), Mo0 + eps * _J * (piece == "M"))
     if depth == 1:
-        lay = ([np.zeros((2, 2))], [V], np.eye(2), Mo)
-        hat = ([np.zeros((2, 2))], [V + eps * _J * (piece == "V")], np.eye(2), Mo + eps * _J * (piece == "M"))
-        return [lay], [hat], _E1[None], _E2
-    ident = ([_SELF * np.eye(2)], [V], np.eye(2), Mo)
-    hat0 = ([_SELF * np.eye(2)], [V + eps * _J * (piece == "V")], np.eye(2), Mo + eps * _J * (piece == "M"))
-    return [ident, wit], [hat0, wit], _TOKENS, _E2
+        return [lay], [hat], _E1[None], _W
+    return [lay, wit], [hat, wit], _TOKENS, _W
 
 
 def _delta_norms(layers, hat):
@@ -290,24 +326,25 @@ def perturbation_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
 
 def alpha_value_path(depths=(1, 2, 3, 6, 12), gain=2.0) -> Witness:
     """``α⁽⁰⁾ = Π_{k≥1} Λ_k`` at every depth, in the value path: one token ``e₁``, ``W_QK = 0`` everywhere,
-    ``φ = L_φ x``. Layer 0 (``W_V = I``, ``W^M = s₀I/L_φ``, ``s₀ = gain^{−(L−1)}/2``) shrinks its row to
+    ``φ = L_φ x``. Layer 0 (``W_V = ½I``, ``W^M = s₀I/(½L_φ)``, ``s₀ = gain^{−(L−1)}/2``) shrinks its row to
     norm ``s₀``; every later layer (``W_V = gain·I``, ``W^M = I/L_φ``) multiplies it by ``Λ_k = gain`` exactly
     while the rows stay inside the unit ball (the last one ends at norm 1/2). Layer 0's ``W_V`` is
     perturbed by ``εJ``; the ratio to ``‖w‖γ^Vα⁽⁰⁾‖ΔW_V‖`` is 1 (to rounding) at every depth. Weakened:
     ``L_φ``, ``C_V`` per layer (α shrinks by ``0.9^{L−1}``) and α with one layer fewer."""
     def case(L, L_phi=1.0, C_V=1.0, drop_layer=False):
         eps, Z, s0 = 1e-9, np.zeros((2, 2)), 0.5 * gain ** -(L - 1)
-        first = ([Z], [np.eye(2)], np.eye(2), s0 * np.eye(2) / LPHI)
+        first = ([Z], [VALUE * np.eye(2)], np.eye(2), s0 * np.eye(2) / (VALUE * LPHI))
         lay = ([Z], [gain * np.eye(2)], np.eye(2), np.eye(2) / LPHI)
         layers = [first] + [lay] * (L - 1)
-        hat = [([Z], [np.eye(2) + eps * _J], np.eye(2), first[3])] + [lay] * (L - 1)
-        CV = C_V * np.array([[1.0]] + [[gain]] * (L - 1))
-        Cmo = np.array([s0 / LPHI] + [1.0 / LPHI] * (L - 1))
+        hat = [([Z], [VALUE * np.eye(2) + eps * _J], np.eye(2), first[3])] + [lay] * (L - 1)
+        CV = C_V * np.array([[VALUE]] + [[gain]] * (L - 1))
+        Cmo = np.array([s0 / (VALUE * LPHI)] + [1.0 / LPHI] * (L - 1))
         la = P.log_alpha(P.log_layer_lipschitz_multihead(np.ones(L), Cmo, CV, np.zeros((L, 1)), L_phi * LPHI,
                                                          P.SOFTMAX_LINF_L1_TIGHT))
         log_a = la[1] if (drop_layer and L > 1) else la[0]
         g = P.log_gamma_multihead(1.0, Cmo[0], CV[0, 0], 0.0, L_phi=L_phi * LPHI, softmax_const=1.0)
-        return _lhs(layers, hat, _E1[None], _E2), math.exp(g["V"] + log_a) * _norm(eps * _J)
+        rhs = float(np.linalg.norm(_W)) * math.exp(g["V"] + log_a) * _norm(eps * _J)
+        return _lhs(layers, hat, _E1[None], _W), rhs
 
     weak = {"L_φ × 0.9": dict(L_phi=WEAKEN), "C_V × 0.9": dict(C_V=WEAKEN),
             "α with one layer fewer": dict(drop_layer=True)}
@@ -316,31 +353,18 @@ def alpha_value_path(depths=(1, 2, 3, 6, 12), gain=2.0) -> Witness:
 
 
 def multihead_gamma_witness(piece, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
-    """Lemma ``ch03-lem-gamma-mh`` for ``piece ∈ {QK, V, M_in, M_out}``: one block, two identical heads
-    (``Ṽ_h = I/2``), ``M_in = 2I``, ``M_out = I/(2L_φ)``, ``φ = L_φ x``. QK: the Λ-witness tokens with
-    ``ΔQK_1 = ε e₁ᵀe₂`` (ratio → 1 as ``q → ∞``); the others on one token ``e₁`` with a rotation-generator
-    perturbation (ratio → 1 as ``ε → 0``). The released γ (no ``L_φ``, ``γ_{M_out} = 1``) is broken."""
+    """Lemma ``ch03-lem-gamma-mh`` for ``piece ∈ {QK, V, M_in, M_out}``: one block of the multi-head witnesses (two
+    unequal heads, ``M_in = 2I``, ``φ = L_φ x``). QK: the Λ-witness tokens with ``ΔQK_1 = ε e₁ᵀe₂`` (ratio
+    → 1 as ``q → ∞``); the others on one token ``e₁`` with a rotation-generator perturbation (ratio 1 to
+    first order). The released γ (no ``L_φ``, ``γ_{M_out} = 1``) is broken."""
     if piece not in ("QK", "V", "M_in", "M_out"):
         raise ValueError(f"piece must be one of QK, V, M_in, M_out, got {piece!r}")
 
     def case(q, c=P.SOFTMAX_LINF_L1_TIGHT, L_phi=1.0, phi_bound=1.0, released=False):
-        eps = _eps(piece, q)
-        Mi, Mo = MIN * np.eye(2), np.eye(2) / (2.0 * LPHI * MIN)
-        QK = [_qk(q), _qk(q)] if piece == "QK" else [np.zeros((2, 2))] * 2
-        V = [np.eye(2) / 2, np.eye(2) / 2]
-        X = _TOKENS if piece == "QK" else _E1[None]
-        hat = [list(QK), list(V), Mi, Mo]
-        if piece == "QK":
-            hat[0][0] = QK[0] + eps * np.outer(_E1, _E2)
-        elif piece == "V":
-            hat[1][0] = V[0] + eps * _J
-        else:
-            k = 2 if piece == "M_in" else 3
-            hat[k] = hat[k] + eps * _J
+        layers, hat, X, _ = _mh_layers(1, q, _eps(piece, q), piece)
         phi = _phi(LPHI)
-        lhs = _rows_dist(P.multihead_block_forward(X, QK, V, Mi, Mo, phi), P.multihead_block_forward(X, *hat, phi))
-        rhs = _perturbation_rhs([(QK, V, Mi, Mo)], [tuple(hat)], np.ones(1), L_phi * LPHI, phi_bound * LPHI, c,
-                                released)
+        lhs = _rows_dist(P.multihead_block_forward(X, *layers[0], phi), P.multihead_block_forward(X, *hat[0], phi))
+        rhs = _perturbation_rhs(layers, hat, np.ones(1), L_phi * LPHI, phi_bound * LPHI, c, released)
         return lhs, rhs
 
     weak = {"released γ": dict(released=True)}
@@ -370,11 +394,15 @@ def composition_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
                    _softmax_weakenings(piece, depth))
 
 
-def _mh_layers(depth, q, eps, piece, heads=2):
-    """Multi-head versions of :func:`_single_layers`: ``heads`` identical heads (``Ṽ_h = I/H``), ``M_in = 2I``."""
-    H = heads
-    V, Mi, Mo = [np.eye(2) / H] * H, MIN * np.eye(2), np.eye(2) / (LPHI * MIN)
-    Z = [np.zeros((2, 2))] * H
+def _mh_layers(depth, q, eps, piece):
+    """Multi-head versions of :func:`_single_layers`, on two unequal heads: the Λ-witness layer is
+    :func:`_heads` (``Ṽ₁ = ½I``, ``Ṽ₂ = ¼I``, ``QK₂ = 0``); where ``M_in`` or ``M_out`` is perturbed both
+    ``Ṽ_h`` are scaled by ``CLIP/VALUE`` = 4 (``2I`` and ``I``: rows clipped to the sphere, so ``M_in`` sees
+    unit rows) and ``M_out = I/(L_φ C(M_in))``."""
+    QK, V, Mi, Mo = _heads(q, SECOND)
+    if piece in ("M_in", "M_out"):
+        V, Mo = [v * CLIP / VALUE for v in V], np.eye(2) / (LPHI * MIN)
+    Z = [np.zeros((2, 2))] * 2
 
     def bump(lay, k, h=0):
         lay = [list(lay[0]), list(lay[1]), lay[2], lay[3]]
@@ -385,14 +413,14 @@ def _mh_layers(depth, q, eps, piece, heads=2):
         return tuple(lay)
 
     k = {"QK": 0, "V": 1, "M_in": 2, "M_out": 3}[piece]
-    wit = ([_qk(q)] * H, V, Mi, Mo)
+    wit = _heads(q, SECOND)
     if depth == 1 and piece == "QK":
-        return [wit], [bump(wit, 0)], _TOKENS, _E2
+        return [wit], [bump(wit, 0)], _TOKENS, _W
     if depth == 1:
         lay = (Z, V, Mi, Mo)
-        return [lay], [bump(lay, k)], _E1[None], _E2
-    ident = ([_SELF * np.eye(2)] * H, V, Mi, Mo)
-    return [ident, wit], [bump(ident, k), wit], _TOKENS, _E2
+        return [lay], [bump(lay, k)], _E1[None], _W
+    ident = ([_SELF * np.eye(2)] * 2, V, Mi, Mo)
+    return [ident, wit], [bump(ident, k), wit], _TOKENS, _W
 
 
 def multihead_composition_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) -> Witness:
@@ -441,7 +469,8 @@ def multihead_perturbation_witness(piece, depth, qs=(3.0, 8.0, 30.0, 1000.0)) ->
 
 def chapter3_witnesses() -> list:
     """Every witness of Chapter 3, in the chapter's order."""
-    out = [softmax_witness(), logit_witness(), layer_qk_witness(), layer_value_witness(), multihead_layer_witness()]
+    out = [softmax_witness(), logit_witness(), layer_qk_witness(), layer_value_witness(), multihead_layer_witness(),
+           multihead_value_witness()]
     out += [perturbation_witness(a, 1) for a in ("QK", "V", "M")] + [perturbation_witness(a, 2) for a in ("V", "M")]
     out.append(alpha_value_path())
     out += [multihead_gamma_witness(a) for a in ("QK", "V", "M_in", "M_out")]

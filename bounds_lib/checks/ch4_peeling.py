@@ -14,7 +14,8 @@ import numpy as np
 
 from ..core.validation import check_scalar
 from ..theory.norms import schatten_power
-from ..theory.peeling import _RATIO, geometric_ratio, log_alpha_inflation, log_term, rounding_cost_bound, shell_top
+from ..theory.peeling import (_RATIO, geometric_ratio, log_alpha_inflation, log_term, rounding_cost_bound,
+                              rounding_cost_bound_sharp, shell_top)
 from .harness import CheckResult, Falsification, _sigmoid, falsify
 
 __all__ = ["rounding_ratio", "falsify_rounding", "falsify_shell_inflation", "check_shells"]
@@ -87,10 +88,11 @@ def falsify_shell_inflation(rng, L=12, ratio=None, bound_log=None, trials=10_000
     return Falsification(name, vals / bound_log, adv / bound_log)
 
 
-def rounding_ratio(x, weaken=1.0):
+def rounding_ratio(x, weaken=1.0, sharp=False):
     """``(log 𝒯(p') − log 𝒯(p)) / (bound/weaken)`` at a point ``x`` of ℝ^d.
 
-    The bound is :func:`~bounds_lib.theory.peeling.rounding_cost_bound`.
+    The bound is :func:`~bounds_lib.theory.peeling.rounding_cost_bound`, or with ``sharp=True``
+    :func:`~bounds_lib.theory.peeling.rounding_cost_bound_sharp` (Lemma ``ch04-lem-rounding-sharp``).
 
     ``x = (a, b, log K, log N, log σ_1, …, log σ_k)``: ``p = 2·sigmoid(a)``, ``p' = p + (2 − p)·sigmoid(b)``,
     ``N = max(1, round(e^{log N}))``, singular values sorted. Any real vector is a valid configuration,
@@ -106,12 +108,14 @@ def rounding_ratio(x, weaken=1.0):
         return 0.0
     lS, lSq = math.log(schatten_power(s, p)), math.log(schatten_power(s, q))
     diff = log_term(lSq, q, logK, N) - log_term(lS, p, logK, N)
-    bound = float(rounding_cost_bound(q - p, p, s[0], lS, logK, N)) / weaken
+    bound = float(rounding_cost_bound_sharp(q - p, p, s[0], logK, N) if sharp else
+                  rounding_cost_bound(q - p, p, s[0], lS, logK, N)) / weaken
     return diff / bound if bound > 0 else 0.0
 
 
-def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
-    """Random draws and a Nelder–Mead search for a violation of the rounding lemma (Chapter 4).
+def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4, sharp=False):
+    """Random draws and a Nelder–Mead search for a violation of the rounding lemma (Chapter 4), or with
+    ``sharp=True`` of its sharper form (``ch04-lem-rounding-sharp``).
 
     ``weaken > 1`` checks the bound divided by ``weaken`` (a power check: it must be violated).
     Uses :func:`~bounds_lib.checks.harness.falsify`.
@@ -119,8 +123,8 @@ def falsify_rounding(rng, trials=2000, restarts=8, weaken=1.0, k=4):
     def sample(r):
         return np.r_[r.normal(-1, 3), r.normal(0, 3), r.uniform(-10, 40), r.uniform(0, 7), r.uniform(-6, 3, k)]
 
-    return falsify(f"rounding lemma (bound / {weaken:g})", lambda x: rounding_ratio(x, weaken), sample, rng,
-                   trials=trials, restarts=restarts)
+    name = f"rounding lemma{', sharp' if sharp else ''} (bound / {weaken:g})"
+    return falsify(name, lambda x: rounding_ratio(x, weaken, sharp), sample, rng, trials=trials, restarts=restarts)
 
 
 def check_shells(rng, L=12, trials=10_000, adversarial_starts=2):

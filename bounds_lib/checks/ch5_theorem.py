@@ -18,9 +18,12 @@ from .harness import CheckResult, Falsification, _sigmoid, falsify
 
 __all__ = [
     "LOG_FACTOR_DOMAIN",
+    "log_factor_functions",
     "log_factors",
     "falsify_log_factor",
     "check_log_factor",
+    "frobenius_row_function",
+    "frobenius_row_bound",
     "falsify_frobenius_row",
     "check_theorem_constants",
     "check_regime_slopes",
@@ -39,20 +42,30 @@ def _log_factor_point(x):
     return tuple(out)
 
 
+def log_factor_functions():
+    """``(√λ̄, table factor)`` as functions of ``(n, T, N, L, C)``, lambdified from the library's
+    :func:`bounds_lib.theory.orders.theorem_log_factor` and :func:`bounds_lib.theory.orders.table_log_factor`:
+    ``√(log(9nTN) + log⁺(8CN·C^L L))`` and ``√(log(nTN) + log⁺(C^L L))``."""
+    import sympy as sp
+
+    from ..theory.orders import SYMBOLS, table_log_factor, theorem_log_factor
+
+    args = [SYMBOLS[k] for k in ("n", "T", "N", "L", "C")]
+    # logs of products expanded (log C^L = L log C): no C^L overflows the float range
+    thm, tab = (sp.expand_log(f(), force=True) for f in (theorem_log_factor, table_log_factor))
+    return sp.lambdify(args, thm, "math"), sp.lambdify(args, tab, "math")
+
+
 def log_factors(n, T, N, L, C):
-    """``(√λ̄, table factor)`` of Chapter 5: ``√(log(9nTN) + log⁺(8CN·C^L L))`` and
-    ``√(log(nTN) + log⁺(C^L L))`` (:func:`bounds_lib.theory.orders.theorem_log_factor`,
-    :func:`bounds_lib.theory.orders.table_log_factor`, evaluated in floating point).
+    """``(√λ̄, table factor)`` of Chapter 5 at one point (:func:`log_factor_functions`).
 
     Examples
     --------
     >>> [round(v, 4) for v in log_factors(1e5, 128, 768, 12, 1.5)]
     [6.4564, 5.5099]
     """
-    lK = L * math.log(C) + math.log(L)
-    thm = math.sqrt(math.log(9.0 * n * T * N) + max(math.log(8.0 * C * N) + lK, 0.0))
-    tab = math.sqrt(math.log(n * T * N) + max(lK, 0.0))
-    return thm, tab
+    thm, tab = log_factor_functions()
+    return float(thm(n, T, N, L, C)), float(tab(n, T, N, L, C))
 
 
 def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
@@ -66,14 +79,15 @@ def falsify_log_factor(rng, trials=2000, restarts=4, weaken=1.0):
     """
     from ..theory.orders import log_factor_constant
 
+    thm, tab = log_factor_functions()
+
     def up(x):
         n, T, N, L, C = _log_factor_point(x)
-        thm, tab = log_factors(n, T, N, L, C)
-        return weaken * thm / (log_factor_constant(n * T * N) * tab)
+        return weaken * thm(n, T, N, L, C) / (log_factor_constant(n * T * N) * tab(n, T, N, L, C))
 
     def low(x):
-        thm, tab = log_factors(*_log_factor_point(x))
-        return weaken * tab / thm
+        point = _log_factor_point(x)
+        return weaken * tab(*point) / thm(*point)
 
     def sample(r):
         return r.normal(0.0, 3.0, 5)
@@ -120,15 +134,35 @@ def check_log_factor(seed=5, trials=2000, restarts=4, old_factor=None, at=None):
                        dict(up=up, low=low, up_weak=up_w, low_weak=low_w, old_at=old_at, kappa=kappa))
 
 
+def frobenius_row_function(L=3):
+    """``(C_F, log K, N) ↦ min(√(C_F K) N^{3/4}, N)``, the Frobenius row of the orders table, lambdified from the
+    library's :func:`bounds_lib.theory.orders.regime_term` ``("frobenius")`` (SymPy, in ``C``, ``L``, ``C_F``,
+    ``N`` with ``K = C^L·L``): ``K = e^{log K}`` is reached with ``L`` layers, ``C = (K/L)^{1/L}``."""
+    import sympy as sp
+
+    from ..theory.orders import SYMBOLS, regime_term
+
+    f = sp.lambdify([SYMBOLS[k] for k in ("C", "L", "C_F", "N")], regime_term("frobenius"), "math")
+    return lambda CF, log_K, N: float(f(math.exp((log_K - math.log(L)) / L), L, CF, N))
+
+
+def frobenius_row_bound(CF, log_K, N, L=3):
+    """:func:`frobenius_row_function` at one point."""
+    return frobenius_row_function(L)(CF, log_K, N)
+
+
 def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
     """``min_{p ∈ 𝒫_m} 𝒯(W;p) ≤ min(√(C_F K) N^{3/4}, N)`` for ``N×N`` matrices with ``‖W‖_F ≤ C_F``
-    (the Frobenius row of Chapter 5; ``K = C^L L``, ``𝒯`` of :func:`bounds_lib.theory.peeling.log_term`).
+    (the Frobenius row of Chapter 5; ``K = C^L L``, ``𝒯`` of :func:`bounds_lib.theory.peeling.log_term`, the
+    row of :func:`frobenius_row_function`).
 
     Random spectra (any rank, scaled to ``‖W‖_F = C_F``), then Nelder–Mead over the log-spectrum,
     ``log C_F`` and ``log K``. ``weaken = 1.1`` is the power check: the flat spectrum ``σ_i = C_F/√N``
     attains the bound, so the bound divided by 1.1 must be violated.
     """
     from ..theory.peeling import posthoc_grid
+
+    row = frobenius_row_function()
 
     def make(N):
         grid = posthoc_grid(1, N)
@@ -140,8 +174,7 @@ def falsify_frobenius_row(rng, trials=600, weaken=1.0, Ns=(4, 16), restarts=3):
             logS = np.log(np.sum(s[None, :] ** grid[1:, None], axis=1))
             logS = np.r_[math.log(np.count_nonzero(s > 0)), logS]   # p = 0: the rank
             lhs = float(np.min(log_term(logS, grid, lK, N)))
-            rhs = min(0.5 * (math.log(CF) + lK) + 0.75 * math.log(N), math.log(N))
-            return weaken * math.exp(lhs - rhs)
+            return weaken * math.exp(lhs) / row(CF, lK, N)
         return ratio
 
     def sample(r, N):

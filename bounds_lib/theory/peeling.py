@@ -41,6 +41,7 @@ __all__ = [
     "aggregate_sum",
     "aggregate_rss",
     "rounding_cost_bound",
+    "rounding_cost_bound_sharp",
     "round_up_to_grid",
     "shell_index",
     "shell_top",
@@ -300,6 +301,26 @@ def rounding_cost_bound(delta, p, sigma_1, log_S, log_K, N):
     lpos = np.maximum(np.log(s1), 0.0)
     lneg = np.maximum(-np.asarray(log_S, dtype=np.float64), 0.0)
     return delta * (lpos / 2.0 + lneg / 4.0 + np.abs(2.0 * np.asarray(log_K) + np.log(N)) / 4.0)
+
+
+def rounding_cost_bound_sharp(delta, p, sigma_1, log_K, N):
+    """Sharper bound on ``log 𝒯(p+δ) − log 𝒯(p)`` for ``0 < p``, ``p + δ ≤ 2`` (Chapter 4, ``ch04-lem-rounding-sharp``):
+
+    ``δ · (2 log σ₁ + 2 log K + log N)⁺ / 4``. With ``w_j = σ_j^p/S_p``,
+    ``(p+2)² d/dp[log S_p/(p+2)] = 2 E_w[log σ] − H(w) ≤ 2 log σ₁``, so no ``log⁻S_p`` term is needed.
+    Attained by a rank-one ``W`` as ``p, δ → 0`` (:func:`bounds_lib.checks.witnesses.rounding_witness`).
+
+    Examples
+    --------
+    >>> import math
+    >>> float(rounding_cost_bound_sharp(0.5, 1.0, math.e, 1.0, 1))   # 0.5·(2 + 2 + 0)/4
+    0.5
+    """
+    delta = check_array(delta, "delta (the rounding step)", min_val=0.0)
+    check_array(p, "p", **_P_INDEX)
+    N = check_scalar(N, "N (hidden size)", int, min_val=1)
+    s1 = check_array(sigma_1, "sigma_1 (the largest singular value)", min_val=0.0, include_boundaries="neither")
+    return delta * np.maximum(2.0 * np.log(s1) + 2.0 * np.asarray(log_K) + np.log(N), 0.0) / 4.0
 
 
 def geometric_ratio(L):
