@@ -64,7 +64,8 @@ def test_the_kit_lists_each_chapter_twice_and_the_handouts():
     assert "book.pdf" not in files and "book.pdf" in make_notebooks.kit_files(ROOT, pdf=True)
 
 
-@pytest.mark.parametrize("page, href", [("book/intro", "../kit/student-edition.zip"), ("index", "kit/student-edition.zip"),
+@pytest.mark.parametrize("page, href", [("book/intro", "../kit/student-edition.zip"),
+                                        ("index", "kit/student-edition.zip"),
                                         ("notebooks/sub/x", "../../kit/student-edition.zip")])
 def test_kit_links_are_relative_to_the_page(page, href):
     assert course_kit.kit_href(page, "student-edition.zip") == href
