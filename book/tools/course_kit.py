@@ -85,7 +85,7 @@ def resolve_links(app, doctree, docname: str) -> int:
 
 def exercise_badges(doctree) -> int:
     """Add the self-check / worked-solution badge to every exercise box's title; returns how many."""
-    from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node, exercise_title
+    from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
 
     from bounds_lib.teaching.exercises import SELF_CHECKS, WITHOUT_SELF_CHECK
 
@@ -99,7 +99,8 @@ def exercise_badges(doctree) -> int:
         else:
             raise ValueError(f"exercise {label!r} has neither a self-check (bounds_lib.teaching.exercises."
                              "SELF_CHECKS) nor a reason in WITHOUT_SELF_CHECK")
-        title = next(iter(box.findall(exercise_title)), None)
+        # sphinx-exercise's post-transform has replaced its exercise_title by a plain title ("Exercise 3.1")
+        title = box.children[0] if box.children and isinstance(box.children[0], nodes.title) else None
         if title is None or any("exercise-badge" in c.get("classes", []) for c in title.findall(nodes.inline)):
             continue
         title += nodes.inline("", text, classes=["exercise-badge", cls])
