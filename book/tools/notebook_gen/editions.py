@@ -53,7 +53,8 @@ def _execution(src: ChapterSource, build: Path | None, edition: str, log=print):
     glued values link to the online book (``make student`` on a clean tree takes seconds)."""
     nb = cached_execution(src, build)
     if nb is None and edition == "student":
-        log(f"{src.path.name}: no execution in {build}; glued values link to the online book (nothing executed)")
+        where = f"in {build}" if build else "(no book build: make book)"
+        log(f"{src.path.name}: no execution {where}; glued values link to the online book (nothing executed)")
     elif nb is None:
         log(f"{src.path.name}: no matching execution in {build}; executing it now (nbclient)")
         nb = execute_chapter(src)
