@@ -500,3 +500,27 @@ def test_student_edition_has_a_check_cell_after_each_checked_exercise(chapter):
         with contextlib.redirect_stdout(out):
             exec(compile(cell, exercise, "exec"), {})
         assert out.getvalue().startswith("not yet — the answer should be")
+
+
+def test_each_exercise_box_gets_its_badge_once_and_an_unlisted_exercise_is_refused():
+    """book/tools/course_kit.py's badge (issue 48) on sphinx-exercise's nodes as its post-transform leaves them."""
+    from docutils import nodes
+    from sphinx_exercise.nodes import exercise_enumerable_node
+
+    import course_kit  # book/tools is on sys.path: conftest.py
+
+    def box(label):
+        node = exercise_enumerable_node(label=label)
+        node += nodes.title("", "Exercise 3.3")
+        node += nodes.paragraph("", "text")
+        return node
+
+    doc = nodes.section()
+    doc += [box("ch03-ex-T1"), box("ch03-ex-osc")]
+    assert course_kit.exercise_badges(doc) == 2
+    assert course_kit.exercise_badges(doc) == 0  # once
+    titles = [b.children[0].astext() for b in doc.children]
+    assert titles == ["Exercise 3.3self-check", "Exercise 3.3worked solution below"]
+    doc += box("ch03-ex-unlisted")
+    with pytest.raises(ValueError, match="'ch03-ex-unlisted' has neither a self-check"):
+        course_kit.exercise_badges(doc)
