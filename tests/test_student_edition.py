@@ -437,3 +437,15 @@ def test_a_value_glued_on_another_page_needs_that_pages_execution(tmp_path):
     (tmp_path / "book" / "reading_guide.md").write_text(GUIDE)
     with pytest.raises(mk.MystError, match="glued value 'x_val' not found in notebooks/ch02_demo's execution"):
         mk.reading_guide_notebook(tmp_path / "no-build", tmp_path, index)
+
+
+def test_the_course_kit_executes_nothing(tmp_path, monkeypatch):
+    """A build without executions (make book-noexec's is skipped outright) gets no launch notebooks, and the
+    kit names each chapter it lacks, instead of running the book a second time."""
+    import notebook_gen.editions as editions
+
+    _book(tmp_path)
+    monkeypatch.setattr(editions, "execute_chapter", lambda src: pytest.fail(f"{src.path.name} executed"))
+    out = mk.build_kit(tmp_path / "_build" / "html", tmp_path / "_build", tmp_path, log=lambda m: None)
+    assert "no execution of ch02_demo.md" in out["failed"][0] and "ch01_demo.md" in out["failed"][0]
+    assert mk.STUDENT_ZIP in out["written"]  # the student edition links its values instead

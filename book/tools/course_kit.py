@@ -156,6 +156,9 @@ def _merge(app, env, docnames, other):
 def _build_finished(app, exception):
     if exception is not None or app.builder.format != "html":
         return
+    if getattr(app.config, "nb_execution_mode", "cache") == "off":  # make book-noexec: nothing to fill it
+        _log.info("[course_kit] notebooks not executed in this build: no course kit written")
+        return
     out = make_notebooks.build_kit(Path(app.outdir), Path(app.outdir).parent, Path(app.srcdir),
                                    log=lambda msg: _log.info(f"[course_kit] {msg}"))
     _log.info(f"[course_kit] {len(out['written'])} files in {Path(app.outdir) / make_notebooks.KIT}")

@@ -46,7 +46,7 @@ class EditionIncomplete(RuntimeError):
         super().__init__(f"{len(failed)} chapter(s) not generated ({names}); the {len(written)} others were written")
 
 
-def _execution(src: ChapterSource, build: Path | None, edition: str, log=print):
+def _execution(src: ChapterSource, build: Path | None, edition: str, log=print, execute: bool = True):
     """The chapter's executed notebook: the book build's, else (launch edition) executed here.
 
     The student edition carries no outputs and is never executed: without the build's execution its
@@ -55,6 +55,8 @@ def _execution(src: ChapterSource, build: Path | None, edition: str, log=print):
     if nb is None and edition == "student":
         where = f"in {build}" if build else "(no book build: make book)"
         log(f"{src.path.name}: no execution {where}; glued values link to the online book (nothing executed)")
+    elif nb is None and not execute:
+        raise RuntimeError(f"no execution of {src.path.name} in {build} (the book build executes every chapter)")
     elif nb is None:
         log(f"{src.path.name}: no matching execution in {build}; executing it now (nbclient)")
         nb = execute_chapter(src)
@@ -71,14 +73,15 @@ def _failure(exc: BaseException) -> str:
 
 def build_edition(edition: str, out: Path, build: Path | None = ROOT / "_build", only=None,
                   root: Path = ROOT, log=print, index: BookIndex | None = None,
-                  bib: Bibliography | None = None) -> list[tuple[Path, int]]:
+                  bib: Bibliography | None = None, execute: bool = True) -> list[tuple[Path, int]]:
     """Write the ``launch`` or ``student`` edition of the chapters into ``out``.
 
     A chapter that cannot be converted (a MyST error) or executed (a failing cell) does not stop the
     others: every other chapter is converted and written, ``out/MANIFEST.json`` lists the written and
     the failed chapters, and :class:`EditionIncomplete` is raised naming each failed chapter and why.
     :func:`verify_edition` (``make_notebooks.py verify``) refuses such a tree at publish time.
-    ``index`` and ``bib``: the book's, when the caller has read them already (the course kit).
+    ``index`` and ``bib``: the book's, when the caller has read them already (the course kit);
+    ``execute=False``: a launch chapter without an execution in ``build`` fails instead of being run.
     """
     out = Path(out)
     index = index or BookIndex(root)
@@ -98,7 +101,7 @@ def build_edition(edition: str, out: Path, build: Path | None = ROOT / "_build",
     usable = build if build and build.is_dir() else None
     for src in checked:
         try:
-            executed = _execution(src, usable, edition, log)
+            executed = _execution(src, usable, edition, log, execute)
             nb, removed = convert(src, index, bib, edition=edition, executed=executed)
         except Exception as exc:  # a failing cell, a glued value missing after a failed run
             failed[src.path.name] = _failure(exc)

@@ -63,14 +63,15 @@ def reading_guide_notebook(build: Path, root: Path = ROOT, index: BookIndex | No
 def build_kit(html: Path, build: Path, root: Path = ROOT, log=print) -> dict[str, list[str]]:
     """Write the course kit into ``html/kit`` from the executions of the build in ``build``.
 
-    Returns ``{"written": [...], "failed": [...]}`` (paths relative to the kit). A chapter that cannot
-    be converted is left out and named; the rest is written.
+    Returns ``{"written": [...], "failed": [...]}`` (paths relative to the kit). Nothing is executed: a
+    chapter without an execution in ``build``, or that cannot be converted, is left out and named; the
+    rest is written.
     """
     kit = Path(html) / KIT
     failed = []
     book = {"index": BookIndex(root), "bib": Bibliography()}
     try:
-        build_edition("launch", kit, build, root=root, log=log, **book)
+        build_edition("launch", kit, build, root=root, log=log, execute=False, **book)
     except RuntimeError as exc:  # EditionIncomplete: the others are written
         failed.append(str(exc))
     manifest = kit / MANIFEST
@@ -86,7 +87,7 @@ def build_kit(html: Path, build: Path, root: Path = ROOT, log=print) -> dict[str
     zip_edition(student, kit / STUDENT_ZIP)
     try:
         nbformat.write(reading_guide_notebook(build, root, **book), kit / READING_GUIDE)
-    except ValueError as exc:  # MystError: the page is written without its notebook, and says so
+    except (ValueError, OSError) as exc:  # MystError, no guide: the site is written without it, and says so
         failed.append(f"{READING_GUIDE}: {exc}")
     pdf = Path(build) / "latex" / PDF
     if pdf.is_file():
