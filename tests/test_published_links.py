@@ -1,12 +1,17 @@
-"""Links to published files: the student edition and the PDF, and the Colab/Binder launch targets.
+"""Links to the course kit and the Colab/Binder launch targets, all from one repository setting.
 
-* ``[text](published:NAME)`` (book/tools/book_reader.py) must name a file that
-  ``.github/workflows/pages.yml`` puts into the published site (``_build/html``): ``book.pdf`` and
-  ``student-edition.zip``; the front page and the reading guide link both (issue 32).
-* Every Colab/Binder link of every built page must open a notebook on the ``notebooks`` branch that the
-  generator writes (``make notebooks``: ``_build/launch``, or, when that tree has not been generated
-  here, the names it writes, ``notebooks/<chapter>.ipynb``). Before issue 32 the front page's buttons
-  opened ``book/intro.ipynb``, which the generator never writes.
+* ``[text](kit:NAME)`` (book/tools/course_kit.py) must name a file that the book build writes into
+  ``_build/html/kit`` (``make_notebooks.kit_files``): the student edition, the chapters' notebooks with
+  and without outputs, the reading guide's notebook, the PDF where ``make pdf`` made one. The built pages
+  link them relatively, so the site works from disk and from any host (issue 48; before it, the links
+  pointed at a published site that no build produced).
+* Every Colab/Binder link of every built page must open a notebook (or the ``notebooks/`` folder) of the
+  build's launch tree (``_build/html/kit``, what the Pages workflow pushes to the ``notebooks`` branch;
+  ``_build/launch`` of ``make notebooks``; or, when neither has been generated here, the names the
+  generator writes). Before issue 32 the front page's buttons opened ``book/intro.ipynb``, which the
+  generator never writes.
+* The repository address is written once (``repository.url`` of ``_config.yml``); the launch links and
+  the install cells derive from it.
 """
 from __future__ import annotations
 
@@ -20,60 +25,80 @@ import pytest
 import yaml
 
 import book_reader
+import course_kit
 import make_notebooks
 from book_html import HTML, PAGES, needs_book
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-SITE = book_reader.published_site(CONFIG["repository"]["url"])
+REPO = CONFIG["repository"]["url"]
 BRANCH = CONFIG["sphinx"]["config"]["launch_notebooks_branch"]
-PUBLISHED_LINK = re.compile(r"\]\(published:([^)\s]+)\)")
-
-
-def published_files() -> set[str]:
-    """The files the Pages workflow adds to the site's root (``_build/html``), read from its steps."""
-    wf = yaml.safe_load(WORKFLOW.read_text())
-    steps = wf["jobs"]["build"]["steps"]
-    uploads = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-pages-artifact")]
-    assert [s["with"]["path"] for s in uploads] == ["_build/html"]
-    out = set()
-    for step in steps:
-        run = step.get("run", "")
-        # cp SOMETHING _build/html/NAME
-        out |= set(re.findall(r"\bcp\s+\S+\s+_build/html/(\S+)", run))
-        # (cd _build && python -m zipfile -c html/NAME FOLDER)
-        out |= set(re.findall(r"zipfile\s+-c\s+html/(\S+)", run))
-    return out
-
-
-def test_the_workflow_publishes_the_student_edition_and_the_pdf():
-    assert {"book.pdf", "student-edition.zip"} <= published_files()
-    # the zip is the student edition that `make student` writes
-    assert re.search(r"make student\b", WORKFLOW.read_text())
-    assert re.search(r"zipfile -c html/student-edition\.zip student\b", WORKFLOW.read_text())
-
-
-def test_published_site_is_derived_from_the_repository():
-    assert book_reader.published_site("https://github.com/Owner/repo") == "https://owner.github.io/repo/"
-    assert book_reader.published_site("https://github.com/o/r.git") == "https://o.github.io/r/"
-    assert book_reader.published_site("https://gitlab.com/o/r") is None
-    assert SITE is not None
+KIT_LINK = re.compile(r"\]\(kit:([^)\s]+)\)")
+CHAPTERS = [p.stem for p in make_notebooks.chapters(ROOT / "notebooks")]
 
 
 def _sources():
     return sorted([*(ROOT / "book").glob("*.md"), *(ROOT / "notebooks").glob("ch*.md")])
 
 
-def test_every_published_link_names_a_published_file():
-    files = published_files()
+def test_every_kit_link_names_a_file_the_build_writes():
+    files = set(make_notebooks.kit_files(ROOT, pdf=True))
     seen = {}
     for src in _sources():
-        for name in PUBLISHED_LINK.findall(src.read_text(encoding="utf-8")):
-            assert name in files, f"{src.name} links published:{name}, which pages.yml does not publish"
+        text = src.read_text(encoding="utf-8")
+        assert "](published:" not in text, f"{src.name}: published: links point at a site no build produces"
+        for name in KIT_LINK.findall(text):
+            assert name in files, f"{src.name} links kit:{name}, which the build does not write"
             seen.setdefault(src.name, set()).add(name)
-    for page in ("intro.md", "reading_guide.md"):
-        assert seen.get(page, set()) >= {"student-edition.zip", "book.pdf"}, page
+    handouts = {"student-edition.zip", "book.pdf", "reading_guide.ipynb"}
+    assert seen.get("reading_guide.md", set()) >= handouts
+    # the front page links everything, each chapter with and without outputs
+    assert seen.get("intro.md", set()) == files
+
+
+def test_the_kit_lists_each_chapter_twice_and_the_handouts():
+    files = make_notebooks.kit_files(ROOT)
+    assert [f for f in files if f.startswith("notebooks/")] == [f"notebooks/{c}.ipynb" for c in CHAPTERS]
+    assert [f for f in files if f.startswith("no-outputs/")] == [f"no-outputs/{c}.ipynb" for c in CHAPTERS]
+    assert "book.pdf" not in files and "book.pdf" in make_notebooks.kit_files(ROOT, pdf=True)
+
+
+@pytest.mark.parametrize("page, href", [("book/intro", "../kit/student-edition.zip"),
+                                        ("index", "kit/student-edition.zip"),
+                                        ("notebooks/sub/x", "../../kit/student-edition.zip")])
+def test_kit_links_are_relative_to_the_page(page, href):
+    assert course_kit.kit_href(page, "student-edition.zip") == href
+
+
+def test_the_launch_link_derives_from_the_repository_setting():
+    assert course_kit.launch_url("https://github.com/Org/repo", "nb") == (
+        "https://mybinder.org/v2/gh/Org/repo/nb?urlpath=tree/notebooks")
+    assert course_kit.launch_url("https://github.com/o/r.git/", "notebooks").startswith("https://mybinder.org/v2/gh/o/r/")
+    with pytest.raises(ValueError, match="not https://github.com/OWNER/REPO"):
+        course_kit.launch_url("https://gitlab.com/o/r", "nb")
+    with pytest.raises(ValueError, match="only launch target"):
+        course_kit.launch_url(REPO, "nb", "colab")
+    # the install cells name the same repository (no second address anywhere)
+    assert f"git+{REPO}@" in make_notebooks.install_cell_source("import numpy", ref="abc")
+    for src in [*_sources(), ROOT / "book" / "tools" / "book_reader.py", ROOT / "book" / "tools" / "course_kit.py"]:
+        assert REPO not in src.read_text(encoding="utf-8"), f"{src.name} repeats the repository address"
+
+
+def test_the_workflow_publishes_the_build_as_it_is():
+    """The Pages workflow uploads ``_build/html`` as built (the kit inside it), PDF first, then the book."""
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    steps = wf["jobs"]["build"]["steps"]
+    uploads = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-pages-artifact")]
+    assert [s["with"]["path"] for s in uploads] == ["_build/html"]
+    text = WORKFLOW.read_text()
+    assert "published" not in text and "zipfile" not in text and "cp _build/latex/book.pdf" not in text
+    runs = [s.get("run", "") for s in steps]
+    pdf = next(k for k, r in enumerate(runs) if "make pdf" in r)
+    rebuild = next(k for k, r in enumerate(runs) if k > pdf and re.search(r"make book\b", r))
+    tests = next(k for k, r in enumerate(runs) if "pytest" in r)
+    assert pdf < rebuild < tests  # the tests read the site with its PDF link
+    assert "_build/html/kit" in text  # the notebooks branch gets the kit's launch tree
 
 
 class _Hrefs(HTMLParser):
@@ -92,25 +117,14 @@ def _hrefs(page: Path) -> list[str]:
     return p.hrefs
 
 
-@needs_book
-def test_built_pages_link_the_published_files():
-    files = published_files()
-    for page in PAGES:
-        for href in _hrefs(page):
-            if href.startswith(SITE):
-                assert href[len(SITE):] in files, (page.relative_to(HTML), href)
-    for rel in ("book/intro.html", "book/reading_guide.html"):
-        hrefs = set(_hrefs(HTML / rel))
-        assert {SITE + "student-edition.zip", SITE + "book.pdf"} <= hrefs, rel
-
-
 def generated_tree() -> tuple[set[str], str]:
-    """The files of the launch tree (``make notebooks``) and where they came from."""
-    tree = Path(os.environ.get("BOUNDS_LAUNCH_TREE", ROOT / "_build" / "launch"))
-    if (tree / make_notebooks.MANIFEST).is_file():
-        return {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}, str(tree)
+    """The files of the build's launch tree and where they came from."""
+    for tree in (Path(os.environ["BOUNDS_LAUNCH_TREE"]) if "BOUNDS_LAUNCH_TREE" in os.environ else None,
+                 HTML / make_notebooks.KIT, ROOT / "_build" / "launch"):
+        if tree is not None and (tree / make_notebooks.MANIFEST).is_file():
+            return {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}, str(tree)
     # not generated here: the names build_edition writes (one notebook per chapter)
-    return {f"notebooks/{p.stem}.ipynb" for p in make_notebooks.chapters(ROOT / "notebooks")}, "chapters()"
+    return {f"notebooks/{c}.ipynb" for c in CHAPTERS}, "chapters()"
 
 
 def launch_target(href: str) -> tuple[str, str] | None:
@@ -133,6 +147,7 @@ def test_launch_target_parsing():
     binder = "https://mybinder.org/v2/gh/o/r/notebooks?urlpath=tree/book/intro.ipynb"
     assert launch_target(colab) == ("notebooks", "notebooks/ch04_peeling.ipynb")
     assert launch_target(binder) == ("notebooks", "book/intro.ipynb")
+    assert launch_target(course_kit.launch_url(REPO, BRANCH)) == (BRANCH, "notebooks")
     assert launch_target("https://example.org/x") is None
 
 
@@ -146,12 +161,27 @@ def test_every_launch_link_opens_a_generated_notebook():
             if t:
                 targets.setdefault(t, []).append(page.relative_to(HTML).as_posix())
     assert targets, "no launch link in the built book"
+    folders = {Path(f).parent.as_posix() for f in files}
     for (branch, path), pages in targets.items():
         assert branch == BRANCH, (branch, pages)
-        assert path in files, f"{pages[0]} launches {path}, which the generator does not write ({where})"
-    # every chapter launches (the buttons were not removed wholesale)
+        assert path in files or path in folders, (
+            f"{pages[0]} launches {path}, which the launch tree does not contain ({where})")
+    # every chapter launches (the buttons were not removed wholesale), and the front page the whole book
     launched = {p for _, p in targets}
-    assert {f"notebooks/{p.stem}.ipynb" for p in make_notebooks.chapters(ROOT / "notebooks")} <= launched
+    assert {f"notebooks/{c}.ipynb" for c in CHAPTERS} <= launched
+    assert ("notebooks", ["book/intro.html"]) in [(p, pages) for (_, p), pages in targets.items()]
+
+
+@needs_book
+def test_the_front_page_links_the_kit_and_the_kit_exists():
+    hrefs = set(_hrefs(HTML / "book" / "intro.html"))
+    pdf = (HTML / make_notebooks.KIT / make_notebooks.PDF).is_file()
+    for name in make_notebooks.kit_files(ROOT, pdf=pdf):
+        assert f"../kit/{name}" in hrefs, name
+        assert (HTML / make_notebooks.KIT / name).is_file(), name
+    # no PDF in this build: no link to one, the text says how to make it
+    text = (HTML / "book" / "intro.html").read_text()
+    assert pdf or ("../kit/book.pdf" not in hrefs and "make pdf writes it" in text)
 
 
 @pytest.mark.parametrize("page, launchable", [("notebooks/ch04_peeling", True), ("book/intro", False),

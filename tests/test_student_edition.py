@@ -6,6 +6,7 @@ chapters are converted in tests/test_notebooks_outside.py (after the book build)
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -357,3 +358,94 @@ def test_verify_refuses_a_missing_chapter_and_accepts_a_complete_edition(tmp_pat
         f"ch01_demo: listed as written but {out / 'ch01_demo.ipynb'} does not exist"]
     (tmp_path / "notebooks" / "ch03_new.md").write_text(CH1.replace("ch01", "ch03"))
     assert "ch03_new: missing from the edition" in mk.verify_edition(out, tmp_path)
+
+
+GUIDE = """(guide)=
+# A guide
+
+Session on {ref}`ch02_demo`: the value is {glue:text}`../notebooks/ch02_demo.md::x_val:.1f` and the
+count {glue:text}`../notebooks/ch02_demo.md::n_val:d`. Hand out the [edition](kit:student-edition.zip).
+"""
+
+
+def _kit_book(tmp_path):
+    """The fake book with a reading guide, and a book build whose jupyter-cache holds both chapters."""
+    index = _book(tmp_path)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "reading_guide.md").write_text(GUIDE)
+    cache = tmp_path / "_build" / ".jupyter_cache" / "executed"
+    cache.mkdir(parents=True)
+    for k, doc in enumerate(("notebooks/ch01_demo", "notebooks/ch02_demo")):
+        src = index.sources[doc]
+        nbformat.write(_executed(src) if "ch02" in doc else nbformat.v4.new_notebook(), cache / f"{k}.ipynb")
+    return tmp_path / "_build"
+
+
+def test_the_course_kit_holds_every_handout(tmp_path):
+    build = _kit_book(tmp_path)
+    html = build / "html"
+    out = mk.build_kit(html, build, tmp_path, log=lambda m: None)
+    assert out["failed"] == []
+    assert out["written"] == sorted([*mk.kit_files(tmp_path), "binder/postBuild", "binder/runtime.txt"])
+    kit = html / mk.KIT
+    executed = nbformat.read(kit / "notebooks" / "ch02_demo.ipynb", as_version=4)
+    bare = nbformat.read(kit / "no-outputs" / "ch02_demo.ipynb", as_version=4)
+    outputs = lambda nb: sum(len(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code")  # noqa: E731
+    assert outputs(executed) > 0 and outputs(bare) == 0
+    assert "SECRET" in _markdown(bare)  # without outputs, with the solutions
+    with zipfile.ZipFile(kit / mk.STUDENT_ZIP) as z:
+        assert z.namelist() == ["student-edition/ch01_demo.ipynb", "student-edition/ch02_demo.ipynb"]
+        student = nbformat.reads(z.read("student-edition/ch02_demo.ipynb").decode(), as_version=4)
+    assert "SECRET" not in "\n".join(c.source for c in student.cells) and outputs(student) == 0
+    guide = nbformat.read(kit / mk.READING_GUIDE, as_version=4)
+    text = _markdown(guide)
+    assert "the value is 3.1 and the\ncount 42" in text and mk.notebook_raw_myst(guide) == 0
+    assert not any(mk.INSTALL_TAG in c.metadata.get("tags", []) for c in guide.cells)  # no code: no install
+    assert mk.PDF not in out["written"]
+    (build / "latex").mkdir()
+    (build / "latex" / mk.PDF).write_bytes(b"%PDF-1.5")
+    assert mk.PDF in mk.build_kit(html, build, tmp_path, log=lambda m: None)["written"]
+
+
+def test_a_student_edition_without_executions_links_its_values_and_runs_nothing(tmp_path, monkeypatch):
+    import notebook_gen.editions as editions
+
+    _book(tmp_path)
+    executed = []
+
+    def execute(src):
+        executed.append(src.path.name)
+        raise RuntimeError("not executed in this test")
+
+    monkeypatch.setattr(editions, "execute_chapter", execute)
+    out = tmp_path / "out"
+    mk.build_edition("student", out, None, root=tmp_path, log=lambda m: None)
+    assert executed == []
+    text = _markdown(nbformat.read(out / "ch02_demo.ipynb", as_version=4))
+    page = "https://bounds-lib.github.io/spectrum-adaptive-bounds/notebooks/ch02_demo.html"
+    assert f"The value is [(value: see the book)]({page}) and the count [(value: see the book)]({page})." in text
+    assert f"*Figure: [see the book]({page}#fig-demo).*" in text
+    # the launch edition does execute (its outputs are the point)
+    with pytest.raises(mk.EditionIncomplete, match="not executed in this test"):
+        mk.build_edition("launch", tmp_path / "launch", None, root=tmp_path, log=lambda m: None)
+    assert executed == ["ch01_demo.md", "ch02_demo.md"]
+
+
+def test_a_value_glued_on_another_page_needs_that_pages_execution(tmp_path):
+    index = _book(tmp_path)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "reading_guide.md").write_text(GUIDE)
+    with pytest.raises(mk.MystError, match="glued value 'x_val' not found in notebooks/ch02_demo's execution"):
+        mk.reading_guide_notebook(tmp_path / "no-build", tmp_path, index)
+
+
+def test_the_course_kit_executes_nothing(tmp_path, monkeypatch):
+    """A build without executions (make book-noexec's is skipped outright) gets no launch notebooks, and the
+    kit names each chapter it lacks, instead of running the book a second time."""
+    import notebook_gen.editions as editions
+
+    _book(tmp_path)
+    monkeypatch.setattr(editions, "execute_chapter", lambda src: pytest.fail(f"{src.path.name} executed"))
+    out = mk.build_kit(tmp_path / "_build" / "html", tmp_path / "_build", tmp_path, log=lambda m: None)
+    assert "no execution of ch02_demo.md" in out["failed"][0] and "ch01_demo.md" in out["failed"][0]
+    assert mk.STUDENT_ZIP in out["written"]  # the student edition links its values instead

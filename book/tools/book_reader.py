@@ -10,11 +10,6 @@ Loaded through ``_config.yml`` (``sphinx.local_extensions: {book_reader: book/to
   every chapter (``notebooks/chXX_*.md``) and for nothing else; on any other page with code (the front
   page) the Colab/Binder group is removed, so no button opens a file the ``notebooks`` branch lacks
   (``tests/test_published_links.py`` checks every launch link of the built pages against that tree).
-* **Links to what the Pages workflow publishes.** ``[text](published:book.pdf)`` links to a file that
-  ``.github/workflows/pages.yml`` puts at the root of the published site (``book.pdf``,
-  ``student-edition.zip``): the ``published:`` scheme becomes the site's address, derived from
-  ``repository.url`` of ``_config.yml`` (``https://github.com/OWNER/REPO`` ->
-  ``https://OWNER.github.io/REPO/``), so the address stays in one place.
 * **Download button.** A notebook page that is not a chapter (the front page) offers no ``.ipynb`` or
   ``.md`` download (either would be raw MyST: the generator converts chapters only).
   The executed ``.ipynb`` behind a chapter's download button is the chapter's plain
@@ -60,12 +55,6 @@ def retarget_launch_url(url: str, branch: str) -> str:
         if m:
             return fmt.format(pre=m["pre"], branch=branch, path=m["path"])
     return url
-
-
-def published_site(repository_url: str) -> str | None:
-    """The GitHub Pages address of a GitHub repository (``https://OWNER.github.io/REPO/``), or None."""
-    m = re.match(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$", repository_url or "")
-    return f"https://{m[1].lower()}.github.io/{m[2]}/" if m else None
 
 
 def launchable_pages(srcdir) -> set[str]:
@@ -182,13 +171,6 @@ STATIC = Path(__file__).resolve().parents[1] / "_static"  # book/_static
 
 
 def _config_inited(app, config):
-    # [text](published:book.pdf) -> the published site's book.pdf (see the module docstring)
-    site = published_site((config.html_theme_options or {}).get("repository_url", ""))
-    if site:
-        schemes = config.myst_url_schemes
-        if not isinstance(schemes, dict):
-            schemes = {s: None for s in (schemes or ("http", "https", "mailto", "ftp"))}
-        config.myst_url_schemes = {**schemes, "published": site + "{{path}}"}
     # book/_static/reader.css: fixes found on desktop and phone screenshots.
     if STATIC.is_dir() and str(STATIC) not in map(str, config.html_static_path):
         config.html_static_path = [*config.html_static_path, str(STATIC)]

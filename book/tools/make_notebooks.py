@@ -47,6 +47,7 @@ from notebook_gen.converter import *  # noqa: F401,F403
 from notebook_gen.rawmyst import *  # noqa: F401,F403
 from notebook_gen.assembly import *  # noqa: F401,F403
 from notebook_gen.editions import *  # noqa: F401,F403
+from notebook_gen.kit import *  # noqa: F401,F403
 from notebook_gen.blocks import _OPTION  # noqa: F401
 from notebook_gen.converter import _EXPLICIT, _ROLE  # noqa: F401
 from notebook_gen.common import _tags  # noqa: F401

@@ -10,6 +10,7 @@
 * ``rawmyst`` — Raw-MyST detector (what must never reach a generated notebook)
 * ``assembly`` — Notebook assembly
 * ``editions`` — Editions
+* ``kit`` — The course kit written into the built site (``_build/html/kit``)
 
 ``book/tools/make_notebooks.py`` is the command line and re-exports every name.
 """

@@ -219,11 +219,15 @@ def _hide_bookkeeping(cell):
 
 
 def convert(src: ChapterSource, index: BookIndex, bib: Bibliography, *, edition: str, executed=None,
-            base_url: str | None = None, commit: str | None = None, check_only: bool = False):
+            base_url: str | None = None, commit: str | None = None, check_only: bool = False,
+            other_glue: dict | None = None, install: bool = True):
     """The plain-Jupyter notebook of a chapter (``edition`` ``launch`` or ``student``).
 
     ``check_only``: convert without executed values (any MyST the converter cannot handle raises
-    :class:`MystError` before the chapter is executed)."""
+    :class:`MystError` before the chapter is executed). A student edition without ``executed`` (nothing
+    is run for it) links each glued value to the online page instead. ``other_glue``: the glued values
+    of other pages (``{docname: records}``) for ``{glue:text}`page.md::key``` (the reading guide);
+    ``install=False`` leaves out the install cell (a page without code)."""
     if base_url is None:
         base_url = pages_url(repository()[0])
     nb = copy.deepcopy(src.nb)
@@ -241,7 +245,8 @@ def convert(src: ChapterSource, index: BookIndex, bib: Bibliography, *, edition:
     if edition == "student":
         nb, removed = strip_solutions(nb, online=f"{base_url.rstrip('/')}/{src.doc}.html")
         clear_outputs(nb)
-    conv = Converter(index, bib, edition, base_url.rstrip("/"), glue, src.path, src.doc, check_only=check_only)
+    conv = Converter(index, bib, edition, base_url.rstrip("/"), glue, src.path, src.doc, check_only=check_only,
+                     other_glue=other_glue or {}, values_online=edition == "student" and executed is None)
     for cell in nb.cells:
         line = cell.metadata.pop("source_line", None) or 1
         if cell.cell_type != "markdown":
@@ -259,7 +264,11 @@ def convert(src: ChapterSource, index: BookIndex, bib: Bibliography, *, edition:
             refs.append(f"- **{who}, {year}.** {bib.entry_markdown(key)}")
         nb.cells.append(nbformat.v4.new_markdown_cell("\n".join(refs)))
     commit = git_commit() if commit is None else commit
-    prepare_for_jupyter(nb, ref=commit or None)
+    if install:
+        prepare_for_jupyter(nb, ref=commit or None)
+    else:
+        split_title(nb)
+        add_macros_cell(nb)
     nb.metadata["bounds_lib"] = {"source": src.doc + ".md", "edition": edition, "commit": commit,
                                  "online": conv.url(src.doc)}
     nb.metadata.pop("jupytext", None)

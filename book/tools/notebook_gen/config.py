@@ -13,10 +13,21 @@ from .common import ROOT
 __all__ = ["git_commit", "macros_of", "mathjax_macros", "newcommands", "pages_url", "repository",
            "toc_chapters"]
 
+_YAML: dict[tuple, dict] = {}
+
+
 def _yaml(path: Path) -> dict:
+    """The parsed YAML file, read again only when it changed (every notebook of the course kit asks
+    ``_config.yml`` for the repository and the macros: 9 of the 33 s it took under a profiler)."""
+    import copy
+
     import yaml
 
-    return yaml.safe_load(path.read_text()) or {}
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _YAML:
+        _YAML[key] = yaml.safe_load(path.read_text()) or {}
+    return copy.deepcopy(_YAML[key])
 
 
 def repository(config: Path = ROOT / "_config.yml") -> tuple[str, str]:

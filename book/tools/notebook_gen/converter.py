@@ -5,6 +5,7 @@ Part of the notebook generator (``book/tools/make_notebooks.py``).
 from __future__ import annotations
 
 import base64
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from .bibliography import Bibliography
 from .blocks import _DOLLAR_LABEL, _HEADING, _TARGET_LINE, Code, Directive, Text, parse_blocks
 from .common import MystError
-from .index import ADMONITIONS, PRF_TYPES, BookIndex, Target
+from .index import ADMONITIONS, PRF_TYPES, BookIndex, Target, html_id
 
 __all__ = ["Converter"]
 
@@ -33,6 +34,11 @@ class Converter:
     cited: list = field(default_factory=list)
     attachments: dict = field(default_factory=dict)
     check_only: bool = False  # syntax pass before any execution: glued values are not looked up
+    # {glue:text}`../notebooks/chXX.md::key` (a value glued on another page): {docname: glue records}
+    other_glue: dict = field(default_factory=dict)
+    # no execution at hand (a student edition made without running anything): a glued value becomes a
+    # link to the online page that shows it, instead of an error
+    values_online: bool = False
 
     # ---- links ---------------------------------------------------------------------------
     def url(self, doc: str, anchor: str = "") -> str:
@@ -45,7 +51,9 @@ class Converter:
     def role(self, name: str, content: str, line: int) -> str:
         err = lambda msg: MystError(self.path, line, msg)  # noqa: E731
         if name in {"glue:text", "glue", "glue:any", "glue:md"}:
-            key, _, fmt = content.partition(":")
+            page, sep, rest = content.rpartition("::")  # path.md::key:format (a value of another page)
+            key, _, fmt = rest.partition(":")
+            key = f"{page}{sep}{key}"
             if name == "glue:md":
                 return self.glue_md(key, line)
             return self.glue_text(key, fmt, line)
@@ -112,6 +120,16 @@ class Converter:
         raise err(f"unknown MyST role {{{name}}} (supported: glue, cite, ref, numref, prf:ref, eq, doc, term, "
                   "math, sub, sup, abbr, py:*); add it to book/tools/make_notebooks.py")
 
+    def exercise_badge(self, label: str | None) -> str:
+        """What the book's exercise box shows after its number: self-check, or where the solution is."""
+        from bounds_lib.teaching.exercises import SELF_CHECKS, WITHOUT_SELF_CHECK
+
+        if label in SELF_CHECKS:
+            return " *[self-check below]*" if self.edition == "student" else " *[self-check]*"
+        if label in WITHOUT_SELF_CHECK:
+            return " *[worked solution online]*" if self.edition == "student" else " *[worked solution below]*"
+        return ""
+
     def numbered_name(self, t: Target) -> str:
         if t.kind.startswith("prf:"):
             word = t.kind[4:].capitalize()
@@ -126,23 +144,42 @@ class Converter:
     def _resolve_doc(self, target: str) -> str | None:
         here = Path(self.doc).parent
         for cand in ((here / target).as_posix(), target.lstrip("/")):
-            cand = str(Path(cand)).removesuffix(".md")
+            cand = posixpath.normpath(cand).removesuffix(".md")
             if (self.index.root / f"{cand}.md").is_file():
                 return cand
         return None
 
-    def _glue(self, key: str, line: int) -> dict:
+    def _glue(self, key: str, line: int) -> dict | None:
+        """The glued record ``key`` (``path.md::name`` for a value glued on another page); None when
+        there is no execution to read it from and ``values_online`` says to link it instead."""
         if self.check_only:
             return {"text/plain": "0", "text/markdown": "", "image/png": ""}
-        if key not in self.glue:
-            raise MystError(self.path, line, f"glued value {key!r} not found in the chapter's execution "
-                                             "(is it glued in a code cell? was the book built from this source?)")
-        return self.glue[key]
+        glue, doc = self.glue, self.doc
+        if "::" in key:
+            path, _, key = key.partition("::")
+            doc = self._resolve_doc(path)
+            if doc is None:
+                raise MystError(self.path, line, f"glued value from {path!r}: no such page")
+            glue = self.other_glue.get(doc, {})
+        if key in glue:
+            return glue[key]
+        if self.values_online:
+            return None
+        raise MystError(self.path, line, f"glued value {key!r} not found in {doc}'s execution "
+                                         "(is it glued in a code cell? was the book built from this source?)")
+
+    def value_link(self, key: str) -> str:
+        """A glued value that no execution provides: a link to the page that shows it."""
+        path, sep, _ = key.rpartition("::")
+        doc = (self._resolve_doc(path) if sep else None) or self.doc
+        return f"[(value: see the book)]({self.url(doc)})"
 
     def glue_text(self, key: str, fmt: str, line: int) -> str:
         from myst_nb.core.variables import format_plain_text
 
         data = self._glue(key, line)
+        if data is None:
+            return self.value_link(key)
         if "text/plain" not in data:
             raise MystError(self.path, line, f"glued value {key!r} has no text/plain representation")
         try:
@@ -152,6 +189,8 @@ class Converter:
 
     def glue_md(self, key: str, line: int) -> str:
         data = self._glue(key, line)
+        if data is None:
+            return self.value_link(key)
         if "text/markdown" in data:
             return self.markdown("".join(data["text/markdown"]), line)
         if "text/plain" in data:
@@ -262,7 +301,7 @@ class Converter:
         if name in {"exercise", "exercise-start"}:
             number = f" {t.number}" if t and t.number else ""
             title = f" ({self.inline(d.arg, d.line)})" if d.arg else ""
-            head = f"**Exercise{number}{title}.**"
+            head = f"**Exercise{number}{title}.**{self.exercise_badge(label)}"
             return ["", *self.lead_in(head, self.body(d) if name == "exercise" else []), ""]
         if name in {"exercise-end", "solution-end"}:
             return []
@@ -305,6 +344,8 @@ class Converter:
     def figure(self, d: Directive, t: Target | None) -> list[str]:
         if d.name == "glue:figure":
             data = self._glue(d.arg, d.line)
+            if data is None:
+                return ["", f"*Figure: [see the book]({self.url(self.doc, html_id(d.options.get('name', '')))}).*", ""]
             png = data.get("image/png")
             if png is None:
                 raise MystError(self.path, d.line, f"glued figure {d.arg!r} has no image/png")

@@ -8,6 +8,7 @@ import argparse
 import json
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -19,7 +20,7 @@ from .glue import cached_execution, execute_chapter
 from .index import BookIndex, ChapterSource, docname, read_chapter
 
 __all__ = ["BINDER_POSTBUILD", "EditionIncomplete", "MANIFEST", "build_edition", "chapters", "main",
-           "verify_edition"]
+           "verify_edition", "zip_edition"]
 
 def chapters(src: Path = ROOT / "notebooks") -> list[Path]:
     return sorted(src.glob("ch*.md"))
@@ -45,9 +46,18 @@ class EditionIncomplete(RuntimeError):
         super().__init__(f"{len(failed)} chapter(s) not generated ({names}); the {len(written)} others were written")
 
 
-def _execution(src: ChapterSource, build: Path | None, log=print):
+def _execution(src: ChapterSource, build: Path | None, edition: str, log=print, execute: bool = True):
+    """The chapter's executed notebook: the book build's, else (launch edition) executed here.
+
+    The student edition carries no outputs and is never executed: without the build's execution its
+    glued values link to the online book (``make student`` on a clean tree takes seconds)."""
     nb = cached_execution(src, build)
-    if nb is None:
+    if nb is None and edition == "student":
+        where = f"in {build}" if build else "(no book build: make book)"
+        log(f"{src.path.name}: no execution {where}; glued values link to the online book (nothing executed)")
+    elif nb is None and not execute:
+        raise RuntimeError(f"no execution of {src.path.name} in {build} (the book build executes every chapter)")
+    elif nb is None:
         log(f"{src.path.name}: no matching execution in {build}; executing it now (nbclient)")
         nb = execute_chapter(src)
     return nb
@@ -62,18 +72,21 @@ def _failure(exc: BaseException) -> str:
 
 
 def build_edition(edition: str, out: Path, build: Path | None = ROOT / "_build", only=None,
-                  root: Path = ROOT, log=print) -> list[tuple[Path, int]]:
+                  root: Path = ROOT, log=print, index: BookIndex | None = None,
+                  bib: Bibliography | None = None, execute: bool = True) -> list[tuple[Path, int]]:
     """Write the ``launch`` or ``student`` edition of the chapters into ``out``.
 
     A chapter that cannot be converted (a MyST error) or executed (a failing cell) does not stop the
     others: every other chapter is converted and written, ``out/MANIFEST.json`` lists the written and
     the failed chapters, and :class:`EditionIncomplete` is raised naming each failed chapter and why.
     :func:`verify_edition` (``make_notebooks.py verify``) refuses such a tree at publish time.
+    ``index`` and ``bib``: the book's, when the caller has read them already (the course kit);
+    ``execute=False``: a launch chapter without an execution in ``build`` fails instead of being run.
     """
     out = Path(out)
-    index = BookIndex(root)
+    index = index or BookIndex(root)
     bib_file = root / "book" / "references.bib"
-    bib = Bibliography(bib_file if bib_file.is_file() else ROOT / "book" / "references.bib")
+    bib = bib or Bibliography(bib_file if bib_file.is_file() else ROOT / "book" / "references.bib")
     srcs = [index.sources.get(docname(p, root)) or read_chapter(p, root, index.chapter_numbers)
             for p in (only or chapters(root / "notebooks"))]
     failed, checked = {}, []
@@ -88,7 +101,7 @@ def build_edition(edition: str, out: Path, build: Path | None = ROOT / "_build",
     usable = build if build and build.is_dir() else None
     for src in checked:
         try:
-            executed = _execution(src, usable, log)
+            executed = _execution(src, usable, edition, log, execute)
             nb, removed = convert(src, index, bib, edition=edition, executed=executed)
         except Exception as exc:  # a failing cell, a glued value missing after a failed run
             failed[src.path.name] = _failure(exc)
@@ -115,6 +128,18 @@ def build_edition(edition: str, out: Path, build: Path | None = ROOT / "_build",
     if failed:
         raise EditionIncomplete(failed, written)
     return written
+
+
+def zip_edition(folder: Path, dest: Path, top: str = "student-edition") -> list[str]:
+    """Zip the notebooks of ``folder`` under ``top/`` (fixed times: the same edition gives the same zip)."""
+    names = []
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(folder.glob("*.ipynb")):
+            info = zipfile.ZipInfo(f"{top}/{f.name}", date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, f.read_bytes())
+            names.append(info.filename)
+    return names
 
 
 def verify_edition(out: Path, root: Path = ROOT) -> list[str]:
@@ -150,6 +175,8 @@ def main(argv=None) -> int:
                        help="book build whose jupyter-cache holds the executions (chapters without one are executed)")
         p.add_argument("--root", type=Path, default=ROOT, help="root of the book (_toc.yml, notebooks/)")
         p.add_argument("chapters", nargs="*", type=Path, help="chapter .md files (default: every notebooks/ch*.md)")
+        if cmd == "student":
+            p.add_argument("--zip", type=Path, help="also zip the edition into this file (the handout)")
     v = sub.add_parser("verify", help="refuse a generated tree with a missing or failed chapter (before publishing)")
     v.add_argument("out", type=Path)
     v.add_argument("--root", type=Path, default=ROOT)
@@ -171,6 +198,9 @@ def main(argv=None) -> int:
         print(f"{a.cmd} notebook: {dest}{extra}")
     for name, why in failed.items():
         print(f"error: {name} not generated: {why}", file=sys.stderr)
+    if getattr(a, "zip", None) and not failed:
+        a.zip.parent.mkdir(parents=True, exist_ok=True)
+        print(f"student edition zip: {a.zip} ({len(zip_edition(a.out, a.zip))} notebooks)")
     return 1 if failed else 0
 
 
