@@ -119,7 +119,7 @@ class ModelComparison:
 
 
 def check_same_shapes(source_a, source_b, spec_a, spec_b):
-    """:class:`~bounds_lib.checkpoints.CheckpointError` naming every analysed tensor whose shape differs
+    """:class:`~bounds_lib.checkpoints.formats.CheckpointError` naming every analysed tensor whose shape differs
     (or a different number of layers, heads or layout); nothing when ``a`` and ``b`` can be compared."""
     if spec_a.n_layers != spec_b.n_layers:
         raise CheckpointError(f"cannot compare: A has {spec_a.n_layers} layers, B has {spec_b.n_layers}")
@@ -241,7 +241,7 @@ def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, con
     Parameters
     ----------
     a, b
-        Anything :func:`~bounds_lib.checkpoints.open_checkpoint` accepts (a state dict with ``config_a`` /
+        Anything :func:`~bounds_lib.checkpoints.hub.open_checkpoint` accepts (a state dict with ``config_a`` /
         ``config_b``).
     mode : {"clean", "paper"}
         The spectra behind both reports' ``p*`` and ``𝒯*`` (:func:`~bounds_lib.analysis.spectra.compute_spectra`).
@@ -260,9 +260,9 @@ def compare(a, b, *, mode: str = "clean", top_k: int = TOP_K, config_a=None, con
 
     Raises
     ------
-    bounds_lib.checkpoints.CheckpointError
+    bounds_lib.checkpoints.formats.CheckpointError
         One line naming what differs when the shapes, the number of layers or the heads differ
-        (and as :func:`~bounds_lib.checkpoints.open_checkpoint` raises it).
+        (and as :func:`~bounds_lib.checkpoints.hub.open_checkpoint` raises it).
     TypeError, ValueError
         ``top_k`` not a positive integer.
 

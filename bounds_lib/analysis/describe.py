@@ -235,7 +235,7 @@ def standouts(report, n: int = 10, spectra=None) -> list:
 
 
 def to_dataframe(rows: list):
-    """``rows`` (dicts with the same keys) as a :class:`pandas.DataFrame`; an :class:`ImportError` saying how to
+    """``rows`` (dicts with the same keys) as a ``pandas.DataFrame``; an :class:`ImportError` saying how to
     install pandas when it is missing."""
     try:
         import pandas as pd

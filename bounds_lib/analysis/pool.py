@@ -6,7 +6,7 @@ per-unit estimate)``, the memory being the process's own cgroup's where it has a
 (:func:`available_memory`). :func:`plan_pool` estimates whether the pool finishes sooner than this
 process alone: the units' SVD flops at this machine's measured rate (:func:`svd_rate`) against a
 worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes runnable
-at that moment (:func:`_busy_cores`); both are learnt from earlier runs (:func:`machine_record`), and a
+at that moment (``_busy_cores``); both are learnt from earlier runs (:func:`machine_record`), and a
 pool is chosen only where it is estimated clearly sooner (:data:`POOL_MARGIN`). A small model such as
 all-MiniLM-L6-v2 (0.6 s of SVDs against 0.2 s to start a worker) is analysed in process unless the
 machine is idle; a 1.1B model's layers are spread over the cores.
@@ -255,7 +255,7 @@ def worker_start_seconds() -> tuple:
 
 #: Where the processes runnable at this moment are counted (Linux; elsewhere the load average stands in).
 _LOADAVG = "/proc/loadavg"
-#: Reads of :data:`_LOADAVG` whose median :func:`_busy_cores` takes, and the seconds between two.
+#: Reads of ``_LOADAVG`` whose median ``_busy_cores`` takes, and the seconds between two.
 _RUNNABLE_READS, _RUNNABLE_GAP_S = 5, 0.005
 
 
@@ -286,9 +286,9 @@ def _core_share(runnable: float, cores: int) -> float:
     return min(1.0, cores / runnable) if runnable > 0 else 1.0
 
 
-#: A pool is chosen only where its estimate is at most this fraction of the in-process one: the two are
+#: The largest fraction of the in-process estimate at which a pool is chosen. The two estimates are
 #: often within 15 % of each other (all-MiniLM-L6-v2 on 2 cores), where a slightly wrong count of busy
-#: cores would flip a bare "sooner" and a pool that loses costs up to 1.6× (issue 52).
+#: cores would flip a bare "sooner", and a pool that loses costs up to 1.6× (issue 52).
 POOL_MARGIN = 0.8
 
 
@@ -298,14 +298,14 @@ def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: t
     than this process alone.
 
     The kernel shares the ``c`` cores fairly among the runnable processes: ``busy`` others (runnable now,
-    :func:`_busy_cores`) and ours. In process the work takes ``T₁ = flops / rate / min(1, c / (1 + busy))``; a
+    ``_busy_cores``) and ours. In process the work takes ``T₁ = flops / rate / min(1, c / (1 + busy))``; a
     pool of ``w`` workers gets ``e = w·min(1, c / (w + busy))`` cores' worth (``effective_workers``) and
     takes about ``s + flops / rate / e`` (``s``: a worker's start-up, :func:`worker_start_seconds`; the
     workers start at once). So a machine whose cores other processes keep busy gives a pool less than
     its size, but not nothing: two workers beside one busy process on two cores get 4/3 of a core, one
     process alone one core. The pool is chosen when it is estimated sooner. ``cost`` states every
     number. The pool is chosen only where it is estimated clearly sooner: ``pooled ≤ POOL_MARGIN·T₁``
-    (:data:`POOL_MARGIN`). ``busy`` defaults to the processes runnable now (:func:`_busy_cores`);
+    (:data:`POOL_MARGIN`). ``busy`` defaults to the processes runnable now (``_busy_cores``);
     ``rate`` and ``start`` (each ``(value, where it comes from)``) default to :func:`svd_rate` and
     :func:`worker_start_seconds`."""
     rate, rate_from = svd_rate() if rate is None else rate

