@@ -40,8 +40,8 @@ from .replication import teacher_clusters
 __all__ = ["VARIED", "Design", "REPLICATION", "COMMITTED", "DIGITS", "cell_labels", "shuffled_in_cells",
            "bootstrap", "stratified_tau", "stratified_interval", "within_cell_psi", "hyper_columns",
            "cross_fitted", "incremental", "cmi_all", "floors", "measure_row", "plant", "power", "verdict",
-           "NAMES", "DIGITS_NAMES", "table", "seed_lows", "conditional_report", "analysed_sets",
-           "load_conditional"]
+           "design_counts", "plot_design", "NAMES", "DIGITS_NAMES", "table", "seed_lows", "conditional_report",
+           "analysed_sets", "load_conditional"]
 
 #: The axes left to vary inside a cell (with the training seed).
 VARIED = ("L", "N")
@@ -279,6 +279,49 @@ def power(rows, design: Design, deltas=POWER_DELTAS, n_sim: int = 100, n_boot: i
         rates["delta"].append(hit_d / n_sim)
     d80 = {k: next((d for d, p in zip(deltas, r) if p >= 0.8), None) for k, r in rates.items()}
     return {"deltas": list(deltas), "rates": rates, "d80": d80, "n_sim": n_sim, "n_boot": n_boot}
+
+
+# ----------------------------------------------------------------------------- the design in one picture
+
+
+def design_counts(rows, design: Design) -> tuple:
+    """``(cells, inside, counts)``: the cells of ``design`` without the teacher draw (column labels), the
+    (L, N) pairs (row labels) and the analysed models per pair and cell, every draw and seed counted."""
+    keys = [k for k in design.cell_keys if k != "teacher_seed"]
+    cells = sorted({tuple(r["config"][k] for k in keys) for r in rows})
+    inside = sorted({tuple(r["config"][k] for k in VARIED) for r in rows})
+    counts = np.zeros((len(inside), len(cells)), dtype=int)
+    for r in rows:
+        counts[inside.index(tuple(r["config"][k] for k in VARIED)),
+               cells.index(tuple(r["config"][k] for k in keys))] += 1
+    return cells, inside, counts
+
+
+def plot_design(rows, design: Design = REPLICATION):
+    """The replication's design in one picture: the analysed models of every (L, N) pair (columns) in
+    every cell of η, r* and n (rows; each row holds the teacher draws, kept apart as cells of amendment 2).
+
+    Each square says how many models were analysed there (draws × seeds, after the exclusion rule);
+    an empty square is a pair the design does not train.
+    """
+    from ..core.style import book_subplots
+
+    cells, inside, counts = design_counts(rows, design)
+    counts = counts.T  # one row per cell, one column per (L, N)
+    fig, ax = book_subplots(1, 1, height=0.3 * len(cells) + 1.2)
+    shown = np.where(counts > 0, counts, np.nan)
+    im = ax.imshow(shown, cmap="Blues", vmin=0, vmax=max(1, counts.max()), aspect="auto")
+    for (i, j), c in np.ndenumerate(counts):
+        if c:
+            ax.text(j, i, str(c), ha="center", va="center", fontsize=10,
+                    color="white" if c > 0.6 * counts.max() else "black")
+    rank = lambda r: "full" if r == 0 else f"{r:g}"  # noqa: E731
+    ax.set_yticks(range(len(cells)), [f"η = {c[0]:g}, r* = {rank(c[1])}, n = {c[2]}" for c in cells])
+    ax.set_xticks(range(len(inside)), [f"{a}, {b}" for a, b in inside])
+    ax.set_xlabel("depth L, width N")
+    ax.set_title("analysed models per cell (all teacher draws)")
+    fig.colorbar(im, ax=ax, label="models analysed")
+    return fig
 
 
 # ----------------------------------------------------------------------------- verdicts and the report
