@@ -59,16 +59,16 @@ class Design:
 
     @property
     def cell_keys(self) -> tuple:
-        """The hyperparameters a cell holds fixed: every axis but :data:`VARIED`."""
+        """The hyperparameters a cell holds fixed, every axis but :data:`VARIED`."""
         return tuple(a for a in self.axes if a not in VARIED)
 
 
-#: The replication grid: five axes and the teacher draw; cross-fitted over teacher draws.
+#: The replication grid, five axes and the teacher draw, cross-fitted over teacher draws.
 REPLICATION = Design("replication", ("L", "N", "label_noise", "teacher_rank", "n_train", "teacher_seed"),
                      "teacher_seed")
-#: The committed grid: the six pre-registered axes and n; one teacher, cross-fitted over training seeds.
+#: The committed grid, the six pre-registered axes and n with one teacher, cross-fitted over training seeds.
 COMMITTED = Design("committed", ST.AXES + ("n_train",), "seed")
-#: Digits: L, N and η; cross-fitted over training seeds.
+#: Digits, with the axes L, N and η, cross-fitted over training seeds.
 DIGITS = Design("digits", ("L", "N", "label_noise"), "seed")
 
 
