@@ -301,8 +301,8 @@ def plot_design(rows, design: Design = REPLICATION):
     """The replication's design in one picture: the analysed models of every (L, N) pair (columns) in
     every cell of η, r* and n (rows; each row holds the teacher draws, kept apart as cells of amendment 2).
 
-    Each square says how many models were analysed there (draws × seeds, after the exclusion rule);
-    an empty square is a pair the design does not train.
+    Each square says how many models were analysed there (draws × seeds, after the exclusion rule), its
+    shade the same count; an empty square is a pair the design does not train.
     """
     from ..core.style import book_subplots
 
@@ -310,17 +310,17 @@ def plot_design(rows, design: Design = REPLICATION):
     counts = counts.T  # one row per cell, one column per (L, N)
     fig, ax = book_subplots(1, 1, height=0.3 * len(cells) + 1.2)
     shown = np.where(counts > 0, counts, np.nan)
-    im = ax.imshow(shown, cmap="Blues", vmin=0, vmax=max(1, counts.max()), aspect="auto")
+    # the shade repeats the count written in each square (no separate colour key needed)
+    ax.imshow(shown, cmap="Blues", vmin=0, vmax=max(1, counts.max()), aspect="auto")
     for (i, j), c in np.ndenumerate(counts):
         if c:
             ax.text(j, i, str(c), ha="center", va="center", fontsize=10,
                     color="white" if c > 0.6 * counts.max() else "black")
     rank = lambda r: "full" if r == 0 else f"{r:g}"  # noqa: E731
-    ax.set_yticks(range(len(cells)), [f"η = {c[0]:g}, r* = {rank(c[1])}, n = {c[2]}" for c in cells])
+    ax.set_yticks(range(len(cells)), [f"η {c[0]:g}, r* {rank(c[1])}, n {c[2]}" for c in cells])
     ax.set_xticks(range(len(inside)), [f"{a}, {b}" for a, b in inside])
     ax.set_xlabel("depth L, width N")
     ax.set_title("analysed models per cell (all teacher draws)")
-    fig.colorbar(im, ax=ax, label="models analysed")
     return fig
 
 
