@@ -11,8 +11,10 @@ GUIDE = (ROOT / "book" / "reading_guide.md").read_text()
 
 
 def _pages():
+    """Every notebook page of _toc.yml, a chapter's sub-pages (its appendix) right after it."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [c["file"] for part in toc["parts"] for c in part["chapters"] if c["file"].startswith("notebooks/")]
+    return [f for part in toc["parts"] for c in part["chapters"]
+            for f in [c["file"], *(s["file"] for s in c.get("sections", []))] if f.startswith("notebooks/")]
 
 
 def _chapters():
