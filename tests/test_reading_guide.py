@@ -10,14 +10,16 @@ ROOT = Path(__file__).resolve().parents[1]
 GUIDE = (ROOT / "book" / "reading_guide.md").read_text()
 
 
-def _chapters():
+def _pages():
+    """Every notebook page of _toc.yml, a chapter's sub-pages (its appendix) right after it."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [
-        c["file"]
-        for part in toc["parts"]
-        for c in part["chapters"]
-        if c["file"].startswith("notebooks/")
-    ]
+    return [f for part in toc["parts"] for c in part["chapters"]
+            for f in [c["file"], *(s["file"] for s in c.get("sections", []))] if f.startswith("notebooks/")]
+
+
+def _chapters():
+    """The chapters of _toc.yml; an appendix page (reference, read with its chapter) has no session."""
+    return [f for f in _pages() if "appendix" not in f]
 
 
 def _sessions():
@@ -32,6 +34,15 @@ def test_a_session_for_every_chapter():
     for ch, text in zip(chapters, sessions):
         label = Path(ch).name
         assert f"{{ref}}`{label}`" in text, f"no session for {label}"
+
+
+def test_every_appendix_is_named_in_its_chapters_session():
+    appendices = [f for f in _pages() if "appendix" in f]
+    assert appendices == ["notebooks/ch09_appendix"]
+    for ap in appendices:
+        chapter = next(c for c in _chapters() if Path(c).name[:4] == Path(ap).name[:4])
+        text = _sessions()[_chapters().index(chapter)]
+        assert f"<{Path(ap).name}>`" in text or f"{{ref}}`{Path(ap).name}`" in text, ap
 
 
 def test_every_runtime_is_glued_from_its_chapter():

@@ -288,7 +288,7 @@ def _core_share(runnable: float, cores: int) -> float:
 
 #: The largest fraction of the in-process estimate at which a pool is chosen. The two estimates are
 #: often within 15 % of each other (all-MiniLM-L6-v2 on 2 cores), where a slightly wrong count of busy
-#: cores would flip a bare "sooner", and a pool that loses costs up to 1.6× (issue 52).
+#: cores would flip a bare "sooner", and a pool that loses costs up to 1.6×.
 POOL_MARGIN = 0.8
 
 
