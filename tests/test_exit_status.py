@@ -104,7 +104,8 @@ def test_the_facts_are_looked_up_once_and_joined_by_the_report(tmp_path):
 @pytest.mark.parametrize("path", ["config refused", "no memory to map"])
 def test_a_refused_model_exits_1_every_time(path, tmp_path):
     if path == "config refused":
-        rcs = _exit_statuses(_refused_config(tmp_path / "m"), tmp_path / "r.json", "3 attention heads do not divide the hidden size 16")
+        rcs = _exit_statuses(_refused_config(tmp_path / "m"), tmp_path / "r.json",
+                             "3 attention heads do not divide the hidden size 16")
     else:
         if sys.platform != "linux":
             pytest.skip("RLIMIT_AS and sparse files as on Linux")

@@ -772,8 +772,8 @@ def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
     from bounds_lib.analysis.kernel import MatrixSpectrum
 
     folder = UNITS._ResumeFolder(tmp_path / "r")
-    mats = [MatrixSpectrum(2, 0, "QK", (4, 4), np.array([3.0, 1.0]), 5.0, float("nan")),
-            MatrixSpectrum(2, -1, "M_in", (4, 8), np.array([2.0, 0.5, 0.25]), 4.0, 6.0, expert=3)]
+    mats = [MatrixSpectrum(2, 0, "QK", (4, 4), np.array([3.0, 1.0, 0.0, 0.0]), 5.0, float("nan")),
+            MatrixSpectrum(2, -1, "M_in", (4, 8), np.array([2.0, 0.5, 0.25, 0.0]), 4.0, 6.0, expert=3)]
     task = UNITS.UnitTask(None, None, 2, ("M_in", 3), "clean", "float64", False)
     folder.store("k1", task, {"matrices": mats, "host": "h", "pid": 7, "seconds": 1.234567, "maxrss": 2**30})
     folder.store("k2", replace(task, part="attention"), {"matrices": mats[:1]})  # sent back without its timings
@@ -781,7 +781,7 @@ def test_the_resume_folder_stores_every_field_and_journals_each_unit(tmp_path):
     assert [(m.layer, m.head, m.matrix_type, m.shape, m.norm_21, m.expert) for m in back] == \
         [(2, 0, "QK", (4, 4), 5.0, None), (2, -1, "M_in", (4, 8), 4.0, 3)]
     assert math.isnan(back[0].norm_11) and back[1].norm_11 == 6.0
-    np.testing.assert_array_equal(back[1].sigma, [2.0, 0.5, 0.25])
+    np.testing.assert_array_equal(back[1].sigma, [2.0, 0.5, 0.25, 0.0])
     assert folder.load("k3", 2) is None
     lines = [json.loads(x) for x in (tmp_path / "r" / "journal.jsonl").read_text().splitlines()]
     assert lines == [{"layer": 2, "part": "M_in.3", "key": "k1", "host": "h", "pid": 7, "seconds": 1.2346,
