@@ -413,7 +413,12 @@ def test_a_killed_worker_loses_no_finished_unit(tmp_path, monkeypatch):
     assert n_at_kill < 18, "the run ended before the kill; make the units slower"
     assert any(x["pid"] == victim for x in lines)  # the victim had computed units before it died
     units = [(x["layer"], x["part"]) for x in lines]
-    assert len(units) == len(set(units)) == 18  # every unit computed exactly once
+    assert len(set(units)) == 18  # every unit computed
+    # and once, but for the victim's last unit when it was killed after computing it (the log line is
+    # written first) and before storing it: that unit was not finished, and is computed again
+    last_of_victim = [u for u, x in zip(units, lines) if x["pid"] == victim][-1]
+    assert [u for u in set(units) if units.count(u) > 1] in ([], [last_of_victim])
+    assert all(units.count(u) <= 2 for u in units)
     _same_model(here, box["sp"])
     again = compute_spectra(model, resume=folder)  # and a rerun computes nothing
     assert again.meta["parallel"]["units_computed"] == 0

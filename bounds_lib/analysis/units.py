@@ -334,18 +334,18 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     out = {"matrices": mats, "computed": True, "stored": False, "seconds": time.perf_counter() - t0,
            "cpu_seconds": time.thread_time() - c0, "host": _hostname(), "pid": os.getpid(),
            "maxrss": _maxrss_bytes(), "first_task_started": first}
+    log = os.environ.get("BOUNDS_LIB_UNIT_LOG")
+    if log:  # before the unit is stored: a process killed in between has then computed it, and says so
+        line = json.dumps({"layer": task.layer, "part": _part_label(task.part), "host": out["host"],
+                           "pid": out["pid"], "seconds": round(out["seconds"], 4), "maxrss": out["maxrss"]})
+        with open(log, "a") as fh:
+            fh.write(line + "\n")
     if store is not None:
         try:
             store.store(task.key, task, out)
             out["stored"] = True
         except OSError:  # the parent stores it then
             pass
-    log = os.environ.get("BOUNDS_LIB_UNIT_LOG")
-    if log:
-        line = json.dumps({"layer": task.layer, "part": _part_label(task.part), "host": out["host"],
-                           "pid": out["pid"], "seconds": round(out["seconds"], 4), "maxrss": out["maxrss"]})
-        with open(log, "a") as fh:
-            fh.write(line + "\n")
     return out
 
 

@@ -145,11 +145,7 @@ def read_results(path, allow_partial: bool = False) -> dict:
     if path.name.endswith(".jsonl"):
         if not allow_partial:
             raise ResultsError(f"{path}: a progress file of an unfinished grid, not a results file")
-        try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}: corrupted progress file (line {e.lineno}: {e.msg})") from None
-        return {"metadata": {"schema": RESULTS_SCHEMA, "partial": True}, "rows": rows}
+        return _read_progress(path, text)
     try:
         data = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as e:
@@ -159,6 +155,29 @@ def read_results(path, allow_partial: bool = False) -> dict:
     except DuplicateKeyError as e:
         raise ResultsError(f"{path}: corrupted results file, an object names {e.args[0]!r} twice") from None
     return check_results(data, str(path))
+
+
+def _read_progress(path, text: str) -> dict:
+    """The rows of a progress file, one JSON line each. Its last line may be half written (the process was
+    killed while appending it: no newline after it): that row is left out and named in the metadata
+    (``"half_line_dropped"``: its characters), so the grid trains it again. Any other line that is not
+    JSON is a corrupted file."""
+    lines = text.split("\n")
+    tail = lines.pop()  # what follows the last newline: "" when the last row was written whole
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ResultsError(f"{path}: corrupted progress file (line {i}: {e.msg})") from None
+    meta = {"schema": RESULTS_SCHEMA, "partial": True}
+    if tail.strip():
+        try:
+            rows.append(json.loads(tail))  # written whole, killed before its newline
+        except json.JSONDecodeError:
+            meta["half_line_dropped"] = len(tail)
+    return {"metadata": meta, "rows": rows}
 
 
 def merge_results(paths, argv=()) -> dict:
