@@ -141,10 +141,10 @@ def test_a_progress_file_ending_in_half_a_line_is_cut_back_to_its_whole_lines(tm
     progress.write_text(text + json.dumps(rows[2])[:-5])
     part = R.read_results(progress, allow_partial=True)
     assert part["rows"] == rows[:2] and part["metadata"]["half_line_dropped"] == len(json.dumps(rows[2])) - 5
-    assert G._reused_rows((), progress) == {"rows": rows[:2]}
+    assert R.reused_rows((), progress) == {"rows": rows[:2]}
     assert progress.read_text() == text
     progress.write_text(text + json.dumps(rows[2]))  # whole, without its newline
-    assert G._reused_rows((), progress) == {"rows": rows}
+    assert R.reused_rows((), progress) == {"rows": rows}
     with open(progress, "a") as f:
         f.write(json.dumps(rows[0]) + "\n")
     assert R.read_results(progress, allow_partial=True)["rows"] == rows + rows[:1]

@@ -284,7 +284,7 @@ def _compute(source: TensorSource, task: UnitTask, cache=None) -> list:
 def _check_unchanged(source: TensorSource, task: UnitTask):
     """With a resume key: the unit's tensors hashed again after it was computed must give the key they gave
     when the run started — else the numbers are of other bytes than the key says, and are neither stored
-    nor returned (a weight rewritten in place during a run poisoned the store: issue 51)."""
+    nor returned (a weight rewritten in place during a run would otherwise poison the store)."""
     if task.key is not None and _unit_key(source, task) != task.key:
         raise CheckpointError(f"layer {task.layer} {_part_label(task.part)}: the checkpoint changed while it was "
                               "being analysed (its tensors' bytes differ from those at the start of the run); "

@@ -46,7 +46,7 @@ from .. import __version__
 from ..theory.norms import singular_values
 from .grid_cli import build_parser, preset_key, write_results
 from .replication import REPLICATION_PRESETS, cost_note, replication_configs
-from .results import GRID_COMMAND, RESULTS_SCHEMA, ResultsError, merge_results, read_results, save_model
+from .results import GRID_COMMAND, RESULTS_SCHEMA, ResultsError, merge_results, reused_rows, save_model
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
 from ..analysis.single_head import PROXY_NAMES, single_head_proxies
 from ..core.validation import check_scalar
@@ -537,23 +537,6 @@ def run_grid(spec: dict, weights_dir=None, argv=(), log=None, reuse=None, jobs: 
     return {"metadata": meta, "rows": rows}
 
 
-def _reused_rows(paths, progress: Path) -> dict:
-    """The rows of ``--reuse`` files and of this command's progress file (an interrupted run). A progress
-    file whose last line was half written when the process was killed is cut back to its whole lines (the
-    next row is appended after them), and the row of the half line is trained again."""
-    rows = []
-    for path in paths:
-        rows += read_results(path, allow_partial=True)["rows"]
-    if progress.is_file():
-        part = read_results(progress, allow_partial=True)
-        rows += part["rows"]
-        if not progress.read_bytes().endswith(b"\n"):  # the last row, whole or half, has no newline
-            tmp = progress.with_name(progress.name + ".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in part["rows"]))
-            tmp.replace(progress)
-    return {"rows": rows}
-
-
 def main(argv=None) -> int:
     """Command line: ``python -m bounds_lib.studies.grid --out FILE [--preset NAME] [--small] [--stop-loss X]
     [--max-steps K] [--jobs J] [--weights-dir DIR] [--reuse FILE…] [--note TEXT]``
@@ -574,7 +557,7 @@ def main(argv=None) -> int:
         return 0
     progress = Path(args.out + ".partial.jsonl")
     try:
-        reuse = _reused_rows(args.reuse or (), progress)
+        reuse = reused_rows(args.reuse or (), progress)
     except ResultsError as e:
         ap.exit(1, f"{ap.prog}: error: {e}\n")
     try:

@@ -35,6 +35,7 @@ __all__ = [
     "check_results",
     "read_results",
     "merge_results",
+    "reused_rows",
     "load_results",
     "proxy_value",
     "rerun_command",
@@ -178,6 +179,26 @@ def _read_progress(path, text: str) -> dict:
         except json.JSONDecodeError:
             meta["half_line_dropped"] = len(tail)
     return {"metadata": meta, "rows": rows}
+
+
+def reused_rows(paths, progress) -> dict:
+    """The rows of ``--reuse`` files and of this command's progress file (an interrupted run). A progress
+    file whose last line was half written when the process was killed is cut back to its whole lines (the
+    next row is appended after them), and the row of the half line is trained again."""
+    import pathlib
+
+    rows = []
+    for path in paths:
+        rows += read_results(path, allow_partial=True)["rows"]
+    progress = pathlib.Path(progress)
+    if progress.is_file():
+        part = read_results(progress, allow_partial=True)
+        rows += part["rows"]
+        if not progress.read_bytes().endswith(b"\n"):  # the last row, whole or half, has no newline
+            tmp = progress.with_name(progress.name + ".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in part["rows"]))
+            tmp.replace(progress)
+    return {"rows": rows}
 
 
 def merge_results(paths, argv=()) -> dict:
