@@ -85,7 +85,7 @@ TESTS = {
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
     "kernel": PARALLEL_FAST + ["tests/test_proxies.py", "tests/test_named_mutants.py",
                                "tests/test_scoring_paths.py", "tests/test_kernel.py"],
-    "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_units.py",
+    "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_resume_checks.py", "tests/test_units.py",
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
     # the pool's choice and its parts in this process (the stopping tests run them in spawned workers, unseen)
