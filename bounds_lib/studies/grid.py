@@ -20,7 +20,8 @@ Running a grid: ``--jobs J`` trains in J worker processes, ``--scheduler tcp://H
 configurations through a Dask distributed cluster (extra ``grid``); each task trains one config on one
 torch thread, so the rows are the same whatever runs them (tested). A progress bar (tqdm, on stderr;
 ``TQDM_DISABLE=1`` turns it off) counts the trained configurations, and every finished row is appended
-to ``OUT.partial.jsonl``; rerunning the same command after an interruption resumes from it.
+to ``OUT.partial.jsonl``; rerunning the same command after an interruption resumes from it (a last
+line half written when the process was killed is dropped: :func:`~bounds_lib.studies.results.reused_rows`).
 ``--reuse FILE…`` copies rows whose configuration is already in earlier results files instead of
 retraining them (training is deterministic, so this changes no number; a stop-loss run that reached
 its target within a smaller budget is also reused under a larger one), ``--select KEY=V1,V2`` restricts
