@@ -263,3 +263,126 @@ def test_a_unit_is_logged_before_it_is_stored(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         UNITS.run_unit(task, src)
     assert [(x["layer"], x["part"]) for x in map(json.loads, log.read_text().splitlines())] == [(0, "M_in")]
+
+
+# --- from the mutation run of the new functions (tests/MUTATION.md) --------------------------------
+
+
+def _entry_of(folder_path, key, mats, part="M_in", layer=0):
+    folder = UNITS._ResumeFolder(folder_path)
+    folder.store(key, UNITS.UnitTask(None, None, layer, part, "clean", "float64", False), {"matrices": mats})
+    return folder
+
+
+def _mat(sigma, n21=1.0, n11=1.0, shape=(2, 3), expert=None, kind="M_in"):
+    from bounds_lib.analysis.kernel import MatrixSpectrum
+
+    return MatrixSpectrum(0, -1, kind, shape, np.array(sigma, dtype=float), n21, n11,
+                          **({} if expert is None else {"expert": expert}))
+
+
+@pytest.mark.parametrize("sigma, n21, n11, served", [
+    ([1.0, 0.0], 0.0, 0.0, True),            # zero norms and a zero singular value are values, not damage
+    ([1.0, 1.0], 2.0, float("nan"), True),   # equal values are non-increasing; no (1,1) norm asked
+    ([1.0, 1.5], 1.0, 1.0, False),           # an increase smaller than 1 is an increase
+    ([1.0, 0.5], -1.0, 1.0, False),          # a negative (2,1) norm
+    ([1.0, 0.5], float("inf"), 1.0, False),  # an infinite (2,1) norm
+    ([1.0, 0.5], 1.0, -1.0, False),          # a negative (1,1) norm
+    ([1.0, 0.5], 1.0, float("inf"), False),  # an infinite (1,1) norm
+])
+def test_each_value_check_at_its_boundary(sigma, n21, n11, served, tmp_path):
+    folder = _entry_of(tmp_path / "r", "k", [_mat(sigma, n21, n11)])
+    got = folder.load("k", 0, "M_in")
+    assert (got is not None) is served
+    what = ("singular values of M_in head -1 that are not finite, non-negative and non-increasing"
+            if sigma[1] > sigma[0] else "norms of M_in head -1 that are not finite and non-negative")
+    assert folder.mismatched == ([] if served else [f"layer 0 M_in: the stored entry k.npz holds {what}; recomputed"])
+
+
+def test_the_problem_lines_name_the_count_and_the_shape(tmp_path):
+    folder = _entry_of(tmp_path / "r", "k", [_mat([1.0, 0.5, 0.25], shape=(2, 5))])
+    assert folder.load("k", 0, "M_in") is None
+    assert folder.mismatched == ["layer 0 M_in: the stored entry k.npz holds (3,) float64 singular values of "
+                                 "M_in head -1 (2×5); recomputed"]
+    f = _fields(folder._path("k"))
+    f["norms"] = np.ones((3, 2))
+    entry = json.loads(str(f["entry"]))
+    sig = [f["sigma0"]]
+    entry["digest"] = UNITS._entry_digest("k", str(f["meta"]), f["norms"], sig)
+    f["entry"] = np.array(json.dumps(entry))
+    np.savez(folder._path("k"), **f)
+    assert folder.load("k", 0, "M_in") is None
+    assert folder.mismatched[-1] == "layer 0 M_in: the stored entry k.npz holds 3 norm pairs for 1 matrices; recomputed"
+
+
+def test_an_experts_entry_is_served_with_its_expert_and_checked_against_it(tmp_path):
+    """A mixture-of-experts unit ``("M_in", 3)``: the stored expert comes back, and the expected matrix is
+    that expert's; an entry naming expert 2 under expert 3's key is recomputed."""
+    from dataclasses import replace as dc_replace
+
+    from bounds_lib.checkpoints import detect_architecture
+
+    arch = dc_replace(detect_architecture(open_checkpoint(write_tiny(tmp_path / "m", "llama", L=1, N=4, H=2,
+                                                                         Hkv=1, F=3))), n_experts=4)
+    m, n, _ = UNITS._ffn_size(arch, ("M_in", 3), "float64")
+    good = _entry_of(tmp_path / "r", "k", [_mat(np.linspace(1, 0.1, min(m, n)), shape=(m, n), expert=3)],
+                     part=("M_in", 3))
+    [back] = good.load("k", 0, ("M_in", 3), arch)
+    assert back.expert == 3 and back.shape == (m, n)
+    bad = _entry_of(tmp_path / "r2", "k", [_mat(np.linspace(1, 0.1, min(m, n)), shape=(m, n), expert=2)],
+                    part=("M_in", 3))
+    assert bad.load("k", 0, ("M_in", 3), arch) is None
+    assert bad.mismatched == [f"layer 0 M_in.3: the stored entry k.npz holds the matrices "
+                              f"[('M_in', -1, 2, ({m}, {n}))], not the part's; recomputed"]
+    # without the layout, an entry is checked for what it holds itself, and served
+    assert good.load("k", 0, ("M_in", 3)) is not None
+
+
+def test_a_forged_key_field_over_another_keys_arrays_fails_the_digest(tmp_path):
+    """The digest covers the entry's key: a float32 run's entry with its ``key`` field rewritten to the
+    float64 key (its arrays and matrices unchanged, so nothing else sees it) is recomputed."""
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    f64, f32 = tmp_path / "r64", tmp_path / "r32"
+    first = compute_spectra(model, resume=f64)
+    compute_spectra(model, resume=f32, dtype="float32")
+    target, source = _entries(f64)[(0, "M_in")], _entries(f32)[(0, "M_in")]
+    f = _fields(source)
+    entry = json.loads(str(f["entry"]))
+    entry["key"] = target.stem
+    f["entry"] = np.array(json.dumps(entry))
+    np.savez(target, **f)
+    with pytest.warns(UserWarning, match="does not match its digest"):
+        again = compute_spectra(model, resume=f64)
+    _same_model(first, again)
+
+
+def test_an_old_format_entry_is_recomputed_without_a_warning(tmp_path):
+    folder = _entry_of(tmp_path / "r", "k", [_mat([1.0, 0.5])])
+    f = _fields(folder._path("k"))
+    del f["entry"]
+    np.savez(folder._path("k"), **f)
+    assert folder.load("k", 0, "M_in") is None and folder.mismatched == []
+    (folder._path("k")).write_bytes(b"not an npz file")
+    assert folder.load("k", 0, "M_in") is None
+    assert folder.mismatched == ["layer 0 M_in: the stored entry k.npz is unreadable (ValueError); recomputed"]
+
+
+def test_the_same_bytes_in_another_shape_digest_differently_in_memory(tmp_path):
+    """The read-as-array path hashes the shape and dtype with the bytes."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = open_checkpoint({"w": w}, config={})
+    b = open_checkpoint({"w": w.reshape(4, 3)}, config={})
+    assert UNITS._tensor_digest(a, "w") != UNITS._tensor_digest(b, "w")
+
+
+def test_the_change_error_is_one_whole_line(tmp_path):
+    from bounds_lib.checkpoints import detect_architecture
+
+    model = write_tiny(tmp_path / "m", "llama", L=1, N=32, H=4, Hkv=2, F=48)
+    src = open_checkpoint(model)
+    task = UNITS.UnitTask(None, detect_architecture(src), 0, "M_in", "clean", "float64", False, key="0" * 40)
+    with pytest.raises(CheckpointError) as e:
+        UNITS.run_unit(task, src)
+    assert str(e.value) == ("layer 0 M_in: the checkpoint changed while it was being analysed (its tensors' bytes "
+                            "differ from those at the start of the run); nothing of this part was stored — run "
+                            "again once the checkpoint is no longer being written")
