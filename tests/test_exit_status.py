@@ -81,12 +81,29 @@ def _exit_statuses(model: Path, out: Path, fragment: str, limit=None, parallel: 
     return rcs
 
 
-def test_no_thread_of_ours_is_alive_after_a_refused_run(tmp_path, capsys):
+def test_no_thread_of_ours_is_alive_after_a_refused_run(tmp_path, capsys, monkeypatch):
+    """The lookup is made slow (still running when the refusal returns): the command waits for it. The
+    thread is a daemon named ``bounds-lib-run-facts``; a second command in the same process looks up
+    nothing again. The module's state starts empty here (another test of this process may have filled it)."""
+    import time
+
+    monkeypatch.setattr(A, "_FACTS", {})
+    monkeypatch.setattr(A, "_FACTS_THREAD", [])
+    threads = []
+    lookup = A._lookup_facts
+
+    def slow_lookup():
+        threads.append(threading.current_thread())
+        time.sleep(0.3)
+        lookup()
+
+    monkeypatch.setattr(A, "_lookup_facts", slow_lookup)
     model = _refused_config(tmp_path / "m")
-    assert main(["analyze", str(model), "--json", str(tmp_path / "r.json"), "--jobs", "1"]) == 1
-    assert "3 attention heads do not divide the hidden size 16" in capsys.readouterr().err
-    alive = [t.name for t in threading.enumerate() if t.name == "bounds-lib-run-facts"]
-    assert alive == [] and A._FACTS_THREAD == []
+    for _ in range(2):
+        assert main(["analyze", str(model), "--json", str(tmp_path / "r.json"), "--jobs", "1"]) == 1
+        assert "3 attention heads do not divide the hidden size 16" in capsys.readouterr().err
+        assert [(t.name, t.daemon, t.is_alive()) for t in threads] == [("bounds-lib-run-facts", True, False)]
+        assert A._FACTS_THREAD == [] and set(A._FACTS) == {"platform", "bounds_lib", "scipy"}
 
 
 def test_the_facts_are_looked_up_once_and_joined_by_the_report(tmp_path):
