@@ -119,6 +119,9 @@ def test_interrupted_grid_resumes_from_its_progress_file(tmp_path, monkeypatch):
     assert not out.exists() and len(progress.read_text().splitlines()) == 5
     with pytest.raises(R.ResultsError, match="progress file"):
         R.read_results(progress)  # a partial grid is never read as results
+    whole = progress.read_text()
+    with open(progress, "a") as f:  # and the process was killed while it appended a sixth row
+        f.write(whole.splitlines()[0][:40])
     calls.clear()
     monkeypatch.setattr(G, "run_config", lambda c, w=None: (calls.append(c), real_run(c, w))[1])
     assert main(["--out", str(out), "--preset", "study", "--small"]) == 0
@@ -127,6 +130,36 @@ def test_interrupted_grid_resumes_from_its_progress_file(tmp_path, monkeypatch):
     assert len(calls) == n - 5 and resumed["metadata"]["reused_rows"] == 5 and not progress.exists()
     fresh = G.run_grid(json.loads(json.dumps(G.SMALL_STUDY_GRID)))
     assert _strip(resumed["rows"]) == _strip(fresh["rows"])
+
+
+def test_a_progress_file_ending_in_half_a_line_is_cut_back_to_its_whole_lines(tmp_path):
+    """The half line's row is trained again; the file is rewritten with its whole rows, so the next row
+    is appended on a line of its own; a row written whole but killed before its newline is kept."""
+    progress = tmp_path / "s.json.partial.jsonl"
+    rows = [{"config": {"L": i}, "x": 0.1 * i} for i in range(3)]
+    text = "".join(json.dumps(r) + "\n" for r in rows[:2])
+    progress.write_text(text + json.dumps(rows[2])[:-5])
+    part = R.read_results(progress, allow_partial=True)
+    assert part["rows"] == rows[:2] and part["metadata"]["half_line_dropped"] == len(json.dumps(rows[2])) - 5
+    assert R.reused_rows((), progress) == {"rows": rows[:2]}
+    assert progress.read_text() == text
+    progress.write_text(text + json.dumps(rows[2]))  # whole, without its newline
+    assert R.reused_rows((), progress) == {"rows": rows}
+    with open(progress, "a") as f:
+        f.write(json.dumps(rows[0]) + "\n")
+    assert R.read_results(progress, allow_partial=True)["rows"] == rows + rows[:1]
+
+
+def test_a_progress_file_corrupted_before_its_last_line_is_one_error_line(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    progress = tmp_path / "s.json.partial.jsonl"
+    progress.write_text('{"config": {"L": 1}}\n{"conf\n{"config": {"L": 2}}\n')
+    with pytest.raises(SystemExit) as e:
+        main(["--out", str(out), "--preset", "study", "--small"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"error: {progress}: corrupted progress file (line 2: "
+                                                 "Unterminated string starting at)")
 
 
 def test_select_and_budget_extension_reuse(tmp_path):

@@ -25,6 +25,7 @@ backward-stable SVD of an m×n matrix returns values within ``c·max(m, n)·ε·
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,12 +143,34 @@ def svdvals(W: np.ndarray, device: Device | str | None = None) -> np.ndarray:
     torch = _torch()
     try:
         t = torch.from_numpy(np.ascontiguousarray(W)).to(device.torch_device)
+        if device.torch_device == "cpu":
+            return _one_thread_svdvals(torch, t)
         s = torch.linalg.svdvals(t)
         return s.cpu().numpy()
     except torch.cuda.OutOfMemoryError:
         mb = W.nbytes / 2**20
         raise MemoryError(f"a {'×'.join(map(str, W.shape))} {W.dtype} matrix ({mb:.0f} MB) and its SVD do not "
                           f"fit in the memory of {device}; use --device cpu") from None
+
+
+_TORCH_CPU_LOCK = threading.Lock()
+
+
+def _one_thread_svdvals(torch, t) -> np.ndarray:
+    """``torch.linalg.svdvals`` on torch's CPU device with one intra-op thread, torch's setting restored after.
+
+    MKL's SVD gives other last bits with another number of threads, and a worker process and this
+    one need not have the same (a caller's ``threadpool_limits`` reaches this process's OpenMP, not a
+    spawned worker's): with ``--jobs 1`` and ``--jobs 2`` the values differed by 5·10⁻¹⁶ relative. One
+    thread makes them the same bit for bit, whichever process runs the unit; the lock keeps units run
+    in threads from changing the setting under one another."""
+    with _TORCH_CPU_LOCK:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return torch.linalg.svdvals(t).numpy()
+        finally:
+            torch.set_num_threads(before)
 
 
 def agreement_tol(shape, sigma_max: float, dtype=np.float64) -> float:

@@ -244,8 +244,8 @@ def _head_spectra(matrix_type, A_full, B_full, explicit, spec, mode, entrywise, 
                 P = explicit(h)  # the released products, bit for bit
             else:
                 P = As[:, h * d:(h + 1) * d] @ Bs[:, g[h] * d:(g[h] + 1) * d].T
-            s, n21, n11 = _dense_spectrum(P, device)
-            res.append(_unscale(s, n21, n11, ea + eb))
+            s, n21, n11 = _dense_spectrum(P, device)  # (1,1) norms only when asked, as in clean mode
+            res.append(_unscale(s, n21, n11 if entrywise else np.nan, ea + eb))
         return res
     A = As.reshape(N, H, d).transpose(1, 0, 2)  # a view: head_product_spectra copies what it needs once
     B = _stack_heads(Bs, Bs.shape[1] // d, d)

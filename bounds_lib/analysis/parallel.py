@@ -104,7 +104,8 @@ class _Run:
         todo = list(range(len(self.tasks)))
         if self.store is not None:
             for i in todo:
-                self.results[i] = self.store.load(self.tasks[i].key, self.tasks[i].layer, self.tasks[i].part)
+                t = self.tasks[i]
+                self.results[i] = self.store.load(t.key, t.layer, t.part, t.arch)
             todo = [i for i in todo if self.results[i] is None]
             self.meta["resume_folder"] = str(self.store.folder)
             if self.store.mismatched:  # entries that name another unit: recomputed, and said so

@@ -13,8 +13,12 @@ and in work; a unit that would not fit the per-worker budget (:func:`memory_budg
 Resuming (``resume=DIR``): each finished unit is written to ``DIR`` at once (atomically) under a key of
 what its numbers depend on: the bytes of the tensors it reads, the layer, the part,
 the mode, the dtype, the (1,1)-norm switch, the device, the lean choice and the layout — not the file's
-times, not the activation, not the number of layers (a prefix run's units serve the whole model). Each
-entry names its key and unit and is checked when it is loaded (a file copied over another is recomputed).
+times, not the activation, not the number of layers (a prefix run's units serve the whole model). The
+tensors are hashed again once the unit is computed: a checkpoint that changed while it was being analysed
+is an error and nothing of that unit is stored (:func:`_check_unchanged`). Each entry names its key and
+unit and records a digest of its own arrays; on load the digest, the key, the unit, every matrix's type,
+head and shape, and each σ's length (``min(m, n)``), order (non-increasing), sign and finiteness are
+checked (:func:`_entry_problem`): an entry that fails any of them is recomputed, and listed.
 A later call with the same ``DIR`` loads the units found there instead of computing them —
 after an interrupted run, or a cluster that lost its workers.
 ``DIR/journal.jsonl`` gets one line per unit computed (where it ran, its seconds, the worker's
@@ -43,7 +47,7 @@ from ..checkpoints import (
     layer_parts,
     part_tensor_names,
 )
-from ..checkpoints.layers import part_kind
+from ..checkpoints.layers import part_expert, part_kind
 from .cluster import ClusterError
 from .kernel import _CHUNK_BYTES, MB, MatrixSpectrum, _stored_dtype, part_spectra
 
@@ -63,7 +67,7 @@ __all__ = [
 #: header): measured 43 MB for a spawned worker on Linux with OpenBLAS; 150 MB leaves room.
 WORKER_BASE_BYTES = 150 * 2**20
 #: Bumped whenever the stored form of a unit's results changes (old ``resume`` folders are then not read).
-_RESUME_FORMAT = 2  # 2: keyed by content; each entry names its key and unit
+_RESUME_FORMAT = 3  # 2: keyed by content; each entry names its key and unit; 3: and a digest of its arrays
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,6 +281,17 @@ def _compute(source: TensorSource, task: UnitTask, cache=None) -> list:
                         chunk_bytes=task.chunk_bytes, cache=cache)
 
 
+def _check_unchanged(source: TensorSource, task: UnitTask):
+    """With a resume key: the unit's tensors hashed again after it was computed must give the key they gave
+    when the run started — else the numbers are of other bytes than the key says, and are neither stored
+    nor returned (a weight rewritten in place during a run would otherwise poison the store)."""
+    if task.key is not None and _unit_key(source, task) != task.key:
+        raise CheckpointError(f"layer {task.layer} {_part_label(task.part)}: the checkpoint changed while it was "
+                              "being analysed (its tensors' bytes differ from those at the start of the run); "
+                              "nothing of this part was stored — run again once the checkpoint is no longer "
+                              "being written")
+
+
 def _worker_store(task: UnitTask):
     """The resume folder as this worker sees it, or ``None`` (none asked, or not reachable from here)."""
     if task.resume is None or not os.path.isdir(os.path.join(task.resume, "units")):
@@ -304,7 +319,7 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
         first = time.time()
     store = _worker_store(task)
     if store is not None:
-        mats = store.load(task.key, task.layer, task.part)
+        mats = store.load(task.key, task.layer, task.part, task.arch)
         if mats is not None:
             return {"matrices": mats, "computed": False, "stored": True, "first_task_started": first}
     src = source if source is not None else task.opener.open()
@@ -318,18 +333,19 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
     out = {"matrices": mats, "computed": True, "stored": False, "seconds": time.perf_counter() - t0,
            "cpu_seconds": time.thread_time() - c0, "host": _hostname(), "pid": os.getpid(),
            "maxrss": _maxrss_bytes(), "first_task_started": first}
+    _check_unchanged(src, task)  # after the timing: the unit's seconds are its computation's
+    log = os.environ.get("BOUNDS_LIB_UNIT_LOG")
+    if log:  # before the unit is stored: a process killed in between has then computed it, and says so
+        line = json.dumps({"layer": task.layer, "part": _part_label(task.part), "host": out["host"],
+                           "pid": out["pid"], "seconds": round(out["seconds"], 4), "maxrss": out["maxrss"]})
+        with open(log, "a") as fh:
+            fh.write(line + "\n")
     if store is not None:
         try:
             store.store(task.key, task, out)
             out["stored"] = True
         except OSError:  # the parent stores it then
             pass
-    log = os.environ.get("BOUNDS_LIB_UNIT_LOG")
-    if log:
-        line = json.dumps({"layer": task.layer, "part": _part_label(task.part), "host": out["host"],
-                           "pid": out["pid"], "seconds": round(out["seconds"], 4), "maxrss": out["maxrss"]})
-        with open(log, "a") as fh:
-            fh.write(line + "\n")
     return out
 
 
@@ -411,6 +427,51 @@ def _tensor_digest(source: TensorSource, name: str) -> bytes:
     return h.digest()
 
 
+def _expected_matrices(arch: ArchitectureSpec, part) -> list:
+    """``[(matrix_type, head, expert, shape)]`` of the matrices a unit gives, in the kernel's order
+    (:func:`bounds_lib.analysis.kernel.layer_spectra`): every head's ``QK`` then every head's ``V`` (N×N),
+    or the one feed-forward matrix (``M_in`` N×n, ``M_out`` n×N)."""
+    kind, N = part_kind(part), arch.hidden
+    if kind == "attention":
+        return [(t, h, None, (N, N)) for t in ("QK", "V") for h in range(arch.n_heads)]
+    m, n, _ = _ffn_size(arch, part, "float64")
+    return [(kind, -1, part_expert(part), (m, n) if kind == "M_in" else (n, m))]
+
+
+def _entry_digest(key: str, meta_json: str, norms: np.ndarray, sigmas: list) -> str:
+    """A digest of what an entry serves — its key, its matrices' description, norms and σ arrays, in order."""
+    h = _blake2b(digest_size=20)
+    h.update(repr((_RESUME_FORMAT, key, meta_json)).encode())
+    for A in (norms, *sigmas):
+        A = np.ascontiguousarray(A)
+        h.update(repr((A.shape, A.dtype.str)).encode())
+        h.update(A.view(np.uint8).reshape(-1))
+    return h.hexdigest()
+
+
+def _entry_problem(entry: dict, meta_text: str, norms: np.ndarray, sigmas: list, expected) -> str | None:
+    """What is wrong with an entry whose key and unit are right, or ``None``: its digest, its matrices
+    (type, head, expert, shape: ``expected``, :func:`_expected_matrices`, when given), and each σ
+    (``min(m, n)`` values, non-increasing, non-negative, finite) and its norms."""
+    if entry.get("digest") != _entry_digest(entry["key"], meta_text, norms, sigmas):
+        return "does not match its digest (its arrays were changed after it was written)"
+    meta = json.loads(meta_text)
+    got = [(m["matrix_type"], m["head"], m.get("expert"), tuple(m["shape"])) for m in meta]
+    if expected is not None and got != expected:
+        return f"holds the matrices {got}, not the part's"
+    if norms.shape != (len(meta), 2):
+        return f"holds {norms.shape[0]} norm pairs for {len(meta)} matrices"
+    for m, s, (n21, n11) in zip(meta, sigmas, norms):
+        what = f"{m['matrix_type']} head {m['head']}"
+        if s.dtype != np.float64 or s.shape != (min(m["shape"]),):
+            return f"holds {s.shape} {s.dtype} singular values of {what} ({m['shape'][0]}×{m['shape'][1]})"
+        if not (np.all(np.isfinite(s)) and np.all(s >= 0) and np.all(np.diff(s) <= 0)):
+            return f"holds singular values of {what} that are not finite, non-negative and non-increasing"
+        if not (math.isfinite(n21) and n21 >= 0 and (math.isnan(n11) or 0 <= n11 < math.inf)):
+            return f"holds norms of {what} that are not finite and non-negative"
+    return None
+
+
 class _ResumeFolder:
     """Finished units of earlier runs, one ``.npz`` per unit, plus ``journal.jsonl``."""
 
@@ -428,44 +489,50 @@ class _ResumeFolder:
     def _path(self, key):
         return self.folder / "units" / f"{key}.npz"
 
-    def load(self, key, layer, part=None):
-        """The stored matrices of unit ``key``, or ``None``: absent, unreadable, of an older format, or an
-        entry that names another key or unit (a file copied over another) — then the unit is recomputed
-        (and rewritten); a mismatch is also listed in ``self.mismatched``."""
+    def load(self, key, layer, part=None, arch=None):
+        """The stored matrices of unit ``key``, or ``None``: absent, of an older format, or an entry that
+        fails a check (:func:`_entry_problem`; another key or unit: a file copied over another; unreadable)
+        — then the unit is recomputed (and rewritten), and the entry listed in ``self.mismatched``."""
         p = self._path(key)
         if not p.is_file():
             return None
+        label = "?" if part is None else _part_label(part)
         try:
             with np.load(p, allow_pickle=False) as z:
-                entry = json.loads(str(z["entry"]))
-                want = {"format": _RESUME_FORMAT, "key": key, "layer": layer,
-                        "part": None if part is None else _part_label(part)}
-                got = {k: entry.get(k) for k in want}
-                if part is None:
-                    got["part"] = None
-                if got != want:
-                    self.mismatched.append(f"layer {layer} {want['part']}: the stored entry {p.name} holds "
-                                           f"layer {entry.get('layer')} {entry.get('part')} (key "
-                                           f"{str(entry.get('key'))[:12]}…); recomputed")
-                    return None
-                meta = json.loads(str(z["meta"]))
-                norms = z["norms"]
-                return [MatrixSpectrum(layer, m["head"], m["matrix_type"], tuple(m["shape"]), z[f"sigma{i}"],
-                                       float(norms[i, 0]), float(norms[i, 1]),
-                                       **({} if m.get("expert") is None else {"expert": m["expert"]}))
-                        for i, m in enumerate(meta)]
-        except Exception:  # a damaged or old-format file is recomputed (and rewritten), never trusted
+                entry = json.loads(str(z["entry"])) if "entry" in z.files else {}
+                if entry.get("format") != _RESUME_FORMAT:
+                    return None  # an older run's entry: recomputed and rewritten
+                if (entry.get("key"), entry.get("layer")) != (key, layer) or \
+                        (part is not None and entry.get("part") != label):
+                    problem = (f"holds layer {entry.get('layer')} {entry.get('part')} (key "
+                               f"{str(entry.get('key'))[:12]}…)")
+                else:
+                    meta_text, norms = str(z["meta"]), z["norms"]
+                    meta = json.loads(meta_text)
+                    sigmas = [z[f"sigma{i}"] for i in range(len(meta))]
+                    expected = None if arch is None or part is None else _expected_matrices(arch, part)
+                    problem = _entry_problem(entry, meta_text, norms, sigmas, expected)
+        except Exception as exc:  # a damaged file is recomputed (and rewritten), never trusted
+            problem = f"is unreadable ({type(exc).__name__})"
+        if problem is not None:
+            self.mismatched.append(f"layer {layer} {label}: the stored entry {p.name} {problem}; recomputed")
             return None
+        return [MatrixSpectrum(layer, m["head"], m["matrix_type"], tuple(m["shape"]), s, float(n[0]), float(n[1]),
+                               **({} if m.get("expert") is None else {"expert": m["expert"]}))
+                for m, s, n in zip(meta, sigmas, norms)]
 
     def store(self, key, task: UnitTask, res: dict):
         mats = res["matrices"]
         meta = [{"head": m.head, "matrix_type": m.matrix_type, "shape": list(m.shape),
                  "expert": getattr(m, "expert", None)} for m in mats]
-        arrays = {f"sigma{i}": np.asarray(m.sigma) for i, m in enumerate(mats)}
+        meta_text = json.dumps(meta)
+        sigmas = [np.asarray(m.sigma, dtype=np.float64) for m in mats]
         norms = np.array([[m.norm_21, m.norm_11] for m in mats], dtype=np.float64).reshape(-1, 2)
-        entry = {"format": _RESUME_FORMAT, "key": key, "layer": task.layer, "part": _part_label(task.part)}
+        entry = {"format": _RESUME_FORMAT, "key": key, "layer": task.layer, "part": _part_label(task.part),
+                 "digest": _entry_digest(key, meta_text, norms, sigmas)}
         tmp = self.folder / "units" / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp.npz"
-        np.savez(tmp, entry=np.array(json.dumps(entry)), meta=np.array(json.dumps(meta)), norms=norms, **arrays)
+        np.savez(tmp, entry=np.array(json.dumps(entry)), meta=np.array(meta_text), norms=norms,
+                 **{f"sigma{i}": s for i, s in enumerate(sigmas)})
         os.replace(tmp, self._path(key))
         line = {"layer": task.layer, "part": _part_label(task.part), "key": key, "host": res.get("host"),
                 "pid": res.get("pid"), "seconds": round(res.get("seconds", 0.0), 4), "maxrss": res.get("maxrss")}

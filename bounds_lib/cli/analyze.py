@@ -67,7 +67,7 @@ def _lookup_facts():
 def _facts_in_background():
     """Start :func:`_lookup_facts` in a thread, so that its time overlaps the SVDs (which leave the
     interpreter free while LAPACK runs); :func:`run_metadata` waits for it."""
-    if not _FACTS_THREAD:
+    if not _FACTS_THREAD and not _FACTS:
         t = threading.Thread(target=_lookup_facts, name="bounds-lib-run-facts", daemon=True)
         t.start()
         _FACTS_THREAD.append(t)
@@ -77,8 +77,7 @@ def run_metadata(args, extra=None) -> dict:
     """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
     import numpy
 
-    for t in _FACTS_THREAD:  # started before the SVDs
-        t.join()
+    _join_facts()  # started before the SVDs
     if not _FACTS:
         _lookup_facts()
     versions = {"bounds_lib": _FACTS["bounds_lib"], "numpy": numpy.__version__, "scipy": _FACTS["scipy"],
@@ -282,9 +281,24 @@ def _figures(sp, rep, opts) -> dict:
     }
 
 
+def _join_facts():
+    """Wait for :func:`_facts_in_background`'s thread: on every way out of the command, an error's
+    included, so that no thread of ours is still importing while the interpreter shuts down (a daemon
+    thread inside an import at exit crashed the process after its error line: SIGSEGV, rc 139)."""
+    while _FACTS_THREAD:
+        _FACTS_THREAD.pop().join()
+
+
 def _cmd_analyze(args):
     if args.json:
         _facts_in_background()
+    try:
+        return _analyze_and_write(args)
+    finally:
+        _join_facts()
+
+
+def _analyze_and_write(args):
     sp, rep, opts = _analyze_one(args.model, args)
     texts = {}
     if args.json:  # what the report says about the run (only the JSON report has it)

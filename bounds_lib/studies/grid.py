@@ -20,7 +20,8 @@ Running a grid: ``--jobs J`` trains in J worker processes, ``--scheduler tcp://H
 configurations through a Dask distributed cluster (extra ``grid``); each task trains one config on one
 torch thread, so the rows are the same whatever runs them (tested). A progress bar (tqdm, on stderr;
 ``TQDM_DISABLE=1`` turns it off) counts the trained configurations, and every finished row is appended
-to ``OUT.partial.jsonl``; rerunning the same command after an interruption resumes from it.
+to ``OUT.partial.jsonl``; rerunning the same command after an interruption resumes from it (a last
+line half written when the process was killed is dropped: :func:`~bounds_lib.studies.results.reused_rows`).
 ``--reuse FILE…`` copies rows whose configuration is already in earlier results files instead of
 retraining them (training is deterministic, so this changes no number; a stop-loss run that reached
 its target within a smaller budget is also reused under a larger one), ``--select KEY=V1,V2`` restricts
@@ -46,7 +47,7 @@ from .. import __version__
 from ..theory.norms import singular_values
 from .grid_cli import build_parser, preset_key, write_results
 from .replication import REPLICATION_PRESETS, cost_note, replication_configs
-from .results import GRID_COMMAND, RESULTS_SCHEMA, merge_results, read_results, save_model
+from .results import GRID_COMMAND, RESULTS_SCHEMA, ResultsError, merge_results, reused_rows, save_model
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES
 from ..analysis.single_head import PROXY_NAMES, single_head_proxies
 from ..core.validation import check_scalar
@@ -556,11 +557,10 @@ def main(argv=None) -> int:
         write_results(args.out, result)
         return 0
     progress = Path(args.out + ".partial.jsonl")
-    reuse = {"rows": []}
-    for path in args.reuse or ():
-        reuse["rows"] += read_results(path, allow_partial=True)["rows"]
-    if progress.is_file():  # an interrupted run of this command: resume from its finished rows
-        reuse["rows"] += read_results(progress, allow_partial=True)["rows"]
+    try:
+        reuse = reused_rows(args.reuse or (), progress)
+    except ResultsError as e:
+        ap.exit(1, f"{ap.prog}: error: {e}\n")
     try:
         select = parse_select(args.select)
     except ValueError as e:

@@ -35,6 +35,7 @@ __all__ = [
     "check_results",
     "read_results",
     "merge_results",
+    "reused_rows",
     "load_results",
     "proxy_value",
     "rerun_command",
@@ -145,11 +146,7 @@ def read_results(path, allow_partial: bool = False) -> dict:
     if path.name.endswith(".jsonl"):
         if not allow_partial:
             raise ResultsError(f"{path}: a progress file of an unfinished grid, not a results file")
-        try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}: corrupted progress file (line {e.lineno}: {e.msg})") from None
-        return {"metadata": {"schema": RESULTS_SCHEMA, "partial": True}, "rows": rows}
+        return _read_progress(path, text)
     try:
         data = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as e:
@@ -159,6 +156,49 @@ def read_results(path, allow_partial: bool = False) -> dict:
     except DuplicateKeyError as e:
         raise ResultsError(f"{path}: corrupted results file, an object names {e.args[0]!r} twice") from None
     return check_results(data, str(path))
+
+
+def _read_progress(path, text: str) -> dict:
+    """The rows of a progress file, one JSON line each. Its last line may be half written (the process was
+    killed while appending it: no newline after it): that row is left out and named in the metadata
+    (``"half_line_dropped"``: its characters), so the grid trains it again. Any other line that is not
+    JSON is a corrupted file."""
+    lines = text.split("\n")
+    tail = lines.pop()  # what follows the last newline: "" when the last row was written whole
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ResultsError(f"{path}: corrupted progress file (line {i}: {e.msg})") from None
+    meta = {"schema": RESULTS_SCHEMA, "partial": True}
+    if tail.strip():
+        try:
+            rows.append(json.loads(tail))  # written whole, killed before its newline
+        except json.JSONDecodeError:
+            meta["half_line_dropped"] = len(tail)
+    return {"metadata": meta, "rows": rows}
+
+
+def reused_rows(paths, progress) -> dict:
+    """The rows of ``--reuse`` files and of this command's progress file (an interrupted run). A progress
+    file whose last line was half written when the process was killed is cut back to its whole lines (the
+    next row is appended after them), and the row of the half line is trained again."""
+    import pathlib
+
+    rows = []
+    for path in paths:
+        rows += read_results(path, allow_partial=True)["rows"]
+    progress = pathlib.Path(progress)
+    if progress.is_file():
+        part = read_results(progress, allow_partial=True)
+        rows += part["rows"]
+        if not progress.read_bytes().endswith(b"\n"):  # the last row, whole or half, has no newline
+            tmp = progress.with_name(progress.name + ".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in part["rows"]))
+            tmp.replace(progress)
+    return {"rows": rows}
 
 
 def merge_results(paths, argv=()) -> dict:

@@ -85,7 +85,10 @@ TESTS = {
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
     "kernel": PARALLEL_FAST + ["tests/test_proxies.py", "tests/test_named_mutants.py",
                                "tests/test_scoring_paths.py", "tests/test_kernel.py"],
-    "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_units.py",
+    # the command line's exits: the run-facts thread joined on every way out (issue 51)
+    "cli": ["tests/test_cli.py", "tests/test_exit_status.py::test_no_thread_of_ours_is_alive_after_a_refused_run",
+            "tests/test_exit_status.py::test_the_facts_are_looked_up_once_and_joined_by_the_report"],
+    "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_resume_checks.py", "tests/test_units.py",
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
     # the pool's choice and its parts in this process (the stopping tests run them in spawned workers, unseen)
