@@ -15,10 +15,10 @@ what its numbers depend on: the bytes of the tensors it reads, the layer, the pa
 the mode, the dtype, the (1,1)-norm switch, the device, the lean choice and the layout — not the file's
 times, not the activation, not the number of layers (a prefix run's units serve the whole model). The
 tensors are hashed again once the unit is computed: a checkpoint that changed while it was being analysed
-is an error and nothing of that unit is stored (:func:`_check_unchanged`). Each entry names its key and
+is an error and nothing of that unit is stored (``_check_unchanged``). Each entry names its key and
 unit and records a digest of its own arrays; on load the digest, the key, the unit, every matrix's type,
 head and shape, and each σ's length (``min(m, n)``), order (non-increasing), sign and finiteness are
-checked (:func:`_entry_problem`): an entry that fails any of them is recomputed, and listed.
+checked (``_entry_problem``): an entry that fails any of them is recomputed, and listed.
 A later call with the same ``DIR`` loads the units found there instead of computing them —
 after an interrupted run, or a cluster that lost its workers.
 ``DIR/journal.jsonl`` gets one line per unit computed (where it ran, its seconds, the worker's
