@@ -32,6 +32,11 @@ BOOK = pytest.mark.skipif(not (ROOT / "book" / "tools" / "make_notebooks.py").is
                           reason="needs the chapters and book/tools (not in a mutation scratch copy)")
 
 
+def _chapters():
+    """The chapters' sources, without an appendix page (it carries no Exercises section)."""
+    return [c for c in sorted(ROOT.glob("notebooks/ch*.md")) if not c.stem.endswith("_appendix")]
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _fresh_recomputation():
     """The checks recompute their answers in this module's run (as in a fresh kernel), not in an
@@ -426,7 +431,7 @@ def exercise_section_problems(text: str) -> list[str]:
 @BOOK
 def test_every_exercise_has_a_self_check_or_a_worked_solution():
     labels, problems = [], []
-    for chapter in sorted(ROOT.glob("notebooks/ch*.md")):
+    for chapter in _chapters():
         text = chapter.read_text(encoding="utf-8")
         labels += _labels(text)
         problems += [f"{chapter.name}: {p}" for p in exercise_section_problems(text)]
@@ -460,7 +465,7 @@ def test_the_exercise_section_check_has_power():
 @BOOK
 def test_registered_exercises_exist_in_their_chapters():
     for exercise in E.SELF_CHECKS:
-        chapter = next(ROOT.glob(f"notebooks/{exercise[:4]}_*.md"))
+        chapter = next(c for c in _chapters() if c.name.startswith(exercise[:4] + "_"))
         assert re.search(rf"^:label: {re.escape(exercise)}$", chapter.read_text(encoding="utf-8"), re.M), exercise
 
 

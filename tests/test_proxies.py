@@ -331,5 +331,9 @@ def test_top_level_entry_points_point_to_their_homes():
     assert bounds_lib.analyze is scoring.analyze and bounds_lib.score is scoring.score
     assert bounds_lib.compute_spectra is spectra.compute_spectra
     assert bounds_lib.open_checkpoint is checkpoints.open_checkpoint
-    assert set(bounds_lib.__all__) == {"__version__", "analyze", "compute_spectra", "score", "open_checkpoint"}
+    assert set(bounds_lib.__all__) == {"__version__", "analyze", "compute_spectra", "score", "open_checkpoint",
+                                       "compare"}
+    from bounds_lib.analysis import compare
+
+    assert bounds_lib.compare is compare.compare
     assert not hasattr(spectra.ModelSpectra, "spectral_norms")

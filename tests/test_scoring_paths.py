@@ -159,12 +159,12 @@ def test_analyze_forwards_every_argument_to_compute_spectra_and_score(monkeypatc
     monkeypatch.setattr(scoring, "score", fake_score)
     assert scoring.analyze("MODEL") == "REPORT"
     defaults = dict(mode="clean", dtype="float64", n_layers=None, layers=None, cache=None, progress=None,
-                    allow_download=None, entrywise=True, jobs=1)
+                    allow_download=None, entrywise=True, jobs=1, threads=1)
     assert seen["spectra"] == ("MODEL", defaults)
     assert seen["score"] == ("SPECTRA", None, {})
     opts = ScoringOptions()
     given = dict(mode="paper", dtype="float32", n_layers=2, layers=3, cache="C", progress="P", allow_download=False,
-                 entrywise=False, jobs=4)
+                 entrywise=False, jobs=4, threads=3)
     scoring.analyze("M2", options=opts, config="CFG", download_timeout=9.0, prefix="p.", L_phi=2.0, **given)
     assert seen["spectra"] == ("M2", {**given, "config": "CFG", "download_timeout": 9.0, "prefix": "p."})
     assert seen["score"] == ("SPECTRA", opts, {"L_phi": 2.0})

@@ -85,10 +85,13 @@ def build_kit(html: Path, build: Path, root: Path = ROOT, log=print) -> dict[str
     except RuntimeError as exc:
         failed.append(str(exc))
     zip_edition(student, kit / STUDENT_ZIP)
-    try:
-        nbformat.write(reading_guide_notebook(build, root, **book), kit / READING_GUIDE)
-    except (ValueError, OSError) as exc:  # MystError, no guide: the site is written without it, and says so
-        failed.append(f"{READING_GUIDE}: {exc}")
+    if not (Path(root) / "book" / "reading_guide.md").is_file():  # a book without a guide has none to hand out
+        log(f"{READING_GUIDE}: this book has no book/reading_guide.md; none written")
+    else:
+        try:
+            nbformat.write(reading_guide_notebook(build, root, **book), kit / READING_GUIDE)
+        except (ValueError, OSError) as exc:  # MystError: the site is written without it, and says so
+            failed.append(f"{READING_GUIDE}: {exc}")
     pdf = Path(build) / "latex" / PDF
     if pdf.is_file():
         shutil.copyfile(pdf, kit / PDF)
