@@ -10,6 +10,8 @@ durations (setup + call + teardown) of a pytest run, read from its JUnit XML fil
     # measure everything, without touching _build: a clean strict build into a temporary folder
     # (timed), then the whole suite as `make test` runs it (timed) against that build
     .venv/bin/python benchmarks/bench_build.py --run-build --run-tests --markdown benchmarks/BUILD_TIMES.md
+    # refresh the order `make test` hands tests out in (tests/schedule.py) from a quiet run's JUnit file
+    .venv/bin/python benchmarks/bench_build.py --junit run.xml --durations tests/durations.json
 
 Nothing here asserts a time (the tests check correctness, never speed). The printed header gives the
 machine (cores, load average) so that a reader can judge the numbers.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -96,6 +99,18 @@ def run_tests(junit: Path, build: Path | None, extra: list[str]) -> tuple[float,
     return time.perf_counter() - t0, rc
 
 
+def write_durations(path: Path, tests) -> None:
+    """``{test id: seconds}`` of the passed tests of at least ``schedule.MIN_SECONDS`` (the hint
+    ``tests/conftest.py`` orders the suite by), longest first, written whole or not at all."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from schedule import MIN_SECONDS
+
+    data = {t: round(s, 1) for t, s, outcome in tests if outcome == "passed" and s >= MIN_SECONDS}
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
 def table(chapters, tests, top: int, walls: dict[str, float]) -> str:
     lines = ["| what | name | seconds |", "|---|---|---:|"]
     for name, s in chapters:
@@ -120,6 +135,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pytest-args", default="", help="more pytest arguments for --run-tests (one string)")
     ap.add_argument("--top", type=int, default=25, help="how many of the slowest tests to list (default 25)")
     ap.add_argument("--markdown", type=Path, help="also write the table, with its header, to this file")
+    ap.add_argument("--durations", type=Path,
+                    help="also write the passed tests' seconds (those of at least tests/schedule.py's MIN_SECONDS) "
+                         "to this JSON file: tests/durations.json, the order `make test` hands tests out in")
     ap.add_argument("--note", default="", help="a paragraph for the markdown file (what else ran, what to read)")
     args = ap.parse_args(argv)
 
@@ -149,6 +167,11 @@ def main(argv=None) -> int:
             "# Build and test times\n\nWritten by `benchmarks/bench_build.py` (see its docstring for the "
             "command).\n\n" + header + "\n\n" + (args.note.strip() + "\n\n" if args.note.strip() else "")
             + text + "\n")
+    if args.durations:
+        if not tests:
+            print("--durations needs test times (--junit or --run-tests)", file=sys.stderr)
+            return 1
+        write_durations(args.durations, tests)
     if not chapters and not tests:
         print("nothing to report: no jupyter-cache in the build folder and no JUnit file", file=sys.stderr)
         return 1

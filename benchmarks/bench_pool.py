@@ -290,6 +290,10 @@ def under_conditions(conditions, minilm, rounds, llama_rounds, llama_layers, env
                 for m, k, t, ratio, a, b, n in summarize(name, res):
                     lines.append(f"| {cond} | {m} | {k} | {t:.3f} | {ratio:.2f}x | {a:.2f}-{b:.2f} | {n} | "
                                  f"{'/'.join(map(str, seen))} / {load:.2f} |")
+                pair = sorted(a / b for a, b in zip(res["times"]["API"], res["times"]["default"]))
+                q = np.percentile(pair, [25, 75])
+                lines.append(f"| {cond} | {name} | API over the command (paired) | | "
+                             f"{statistics.median(pair):.2f}x | {q[0]:.2f}-{q[1]:.2f} | {len(pair)} | |")
                 dec = {}
                 for backend, _ in res["decisions"]:
                     dec[backend] = dec.get(backend, 0) + 1

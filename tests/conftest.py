@@ -20,6 +20,7 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 from book_html import browser, open_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
+from schedule import longest_first_shared, read_durations  # noqa: E402
 from tiny_checkpoints import write_tiny_bert  # noqa: E402
 
 if XDIST_WORKER and os.environ.get("OPENBLAS_NUM_THREADS") == "1":
@@ -34,14 +35,32 @@ if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
 
 # The library's record of this machine's worker start-up and SVD rate (bounds_lib.analysis.pool.machine_record)
-# is the tests' own, not the user's ~/.cache: one file per test process.
-os.environ.setdefault("BOUNDS_LIB_MACHINE_RECORD",
-                      os.path.join(__import__("tempfile").gettempdir(), f"bounds-lib-tests-{os.getpid()}-machine.json"))
+# is the tests' own, not the user's ~/.cache: one file per test process, removed when the process ends.
+_OWN_RECORD = None
+if "BOUNDS_LIB_MACHINE_RECORD" not in os.environ:
+    _OWN_RECORD = os.path.join(__import__("tempfile").gettempdir(), f"bounds-lib-tests-{os.getpid()}-machine.json")
+    os.environ["BOUNDS_LIB_MACHINE_RECORD"] = _OWN_RECORD
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.load_profile("ci")
+
+
+def pytest_unconfigure(config):
+    if _OWN_RECORD:
+        Path(_OWN_RECORD).unlink(missing_ok=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the known long tests first, shared between the workers' blocks (tests/schedule.py);
+    in one process the order is left alone (nothing to balance, and module fixtures stay together)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    seconds = read_durations()
+    if workers < 2 or not seconds:
+        return
+    order = longest_first_shared([item.nodeid for item in items], seconds, workers)
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture
