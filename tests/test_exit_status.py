@@ -130,3 +130,23 @@ def test_a_refused_model_exits_1_every_time(path, tmp_path):
                              limit=_limit_address_space)
     print(f"\n{path}: rc histogram over {REPEATS} runs: {dict(rcs)}")
     assert rcs == {1: REPEATS}, dict(rcs)
+
+
+@pytest.mark.parametrize("raised, line", [
+    (MemoryError("a 4×4 float64 matrix (1 MB) and its SVD do not fit"),
+     "bounds-lib: error: a 4×4 float64 matrix (1 MB) and its SVD do not fit"),
+    (MemoryError(), "bounds-lib: error: MemoryError"),
+    (RuntimeError("boom"), "bounds-lib: error: RuntimeError: boom"),
+])
+def test_a_memory_refusal_is_one_plain_line(tmp_path, capsys, monkeypatch, raised, line):
+    """A memory refusal reads as the library's sentence (no ``MemoryError:`` before it); an empty one is
+    named; an error of another kind keeps its type's name."""
+    def refuse(args):
+        raise raised
+
+    monkeypatch.setattr(A, "_cmd_analyze", refuse)
+    model = write_tiny_bert(tmp_path / "m")
+    capsys.readouterr()  # the writer's progress bar
+    assert main(["analyze", str(model), "--jobs", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [line], err

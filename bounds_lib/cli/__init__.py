@@ -292,7 +292,8 @@ def _main(argv: list, own_process: bool) -> int:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         from ..analysis.cluster import ClusterError
 
-        if not isinstance(exc, (errors._UserError, ValueError, TypeError, OSError, ClusterError)):
+        # the library's own refusals read as a sentence; anything else is named by its type
+        if not isinstance(exc, (errors._UserError, ValueError, TypeError, OSError, MemoryError, ClusterError)):
             msg = f"{type(exc).__name__}: {msg}"
         sys.stderr.write("\n" if getattr(sys.stderr, "isatty", lambda: False)() else "")
         print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)
