@@ -17,8 +17,9 @@ export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
 # The test suite runs on every core (pytest-xdist; at most 4 workers: the longest tests bound it beyond
-# that). worksteal: tests are spread one by one and an idle worker takes queued tests from a busy one
-# (a few tests take minutes). Not loadgroup: xdist 3.8.0 groups by renaming item._nodeid, which
+# that). worksteal: each worker starts with a contiguous share of the tests and an idle one takes
+# queued tests from the end of a busy one's share; tests/schedule.py opens every share with the known
+# long tests (tests/durations.json: a few take minutes), so none of them is left to run alone at the end. Not loadgroup: xdist 3.8.0 groups by renaming item._nodeid, which
 # pytest 9.2 no longer reads, so xdist_group marks are ignored; the expensive fixtures are shared
 # between workers through files instead (tests/test_notebooks_outside.py, made_once).
 TEST_JOBS ?= auto
