@@ -361,9 +361,9 @@ def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0, top=None) -
             m = np.array(kids[u])
             if m.size == 1:
                 W[:, m[0]] = counts[:, j]
-            else:
-                for b in np.flatnonzero(counts[:, j]):
-                    W[b, m] = rng.multinomial(int(counts[b, j]) * m.size, np.full(m.size, 1.0 / m.size))
+            else:  # one call for all resamples that drew the unit: the same draws, in the same order
+                b = np.flatnonzero(counts[:, j])
+                W[np.ix_(b, m)] = rng.multinomial(counts[b, j].astype(np.int64) * m.size, np.full(m.size, 1.0 / m.size))
         units = below
     return W
 
