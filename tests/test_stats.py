@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import kendalltau
 
-from bounds_lib.studies import results as R, stats as S
+from bounds_lib.studies import kendall as K, results as R, stats as S
 
 
 @settings(max_examples=60, deadline=None)
@@ -24,6 +24,35 @@ def test_weighted_tau_is_scipy_tau_b_of_the_repeated_sample(pairs, counts):
         assert math.isnan(got)
     else:
         assert math.isclose(got, kendalltau(rx, ry).statistic, abs_tol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=6), st.integers(0, 2**31 - 1))
+def test_grouped_tau_is_one_weighted_tau_per_group_bit_for_bit(sizes, seed):
+    # small groups go through the pair list, groups over PAIRS_UP_TO through the matrix product
+    rng = np.random.default_rng(seed)
+    n = sum(sizes)
+    x, y = rng.integers(0, 4, n).astype(float), rng.integers(0, 3, n).astype(float)
+    W = rng.integers(0, 4, (7, n)).astype(float)
+    groups = np.split(rng.permutation(n), np.cumsum(sizes)[:-1])
+    got = K.grouped_kendall(x, y, W, groups, constant_x=0.0)
+    want = np.array([K.weighted_kendall(x[g], y[g], W[:, g], constant_x=0.0) for g in groups])
+    assert got.shape == (len(groups), 7) and np.array_equal(got, want, equal_nan=True)
+
+
+def test_bootstrap_weights_are_the_draws_of_one_multinomial_per_resample_and_cluster():
+    # the vectorised draw consumes the generator exactly as a loop over resamples did
+    clusters = ["a", "a", "a", "b", "c", "c"]
+    rng = np.random.default_rng(5)
+    top = rng.multinomial(3, np.full(3, 1 / 3), size=40)
+    want = np.zeros((40, 6))
+    for j, m in enumerate((np.arange(3), np.arange(3, 4), np.arange(4, 6))):
+        for b in range(40):
+            if m.size == 1:
+                want[b, m[0]] = top[b, j]
+            elif top[b, j]:
+                want[b, m] = rng.multinomial(int(top[b, j]) * m.size, np.full(m.size, 1.0 / m.size))
+    assert np.array_equal(S.bootstrap_weights(clusters, n_boot=40, seed=5), want)
 
 
 def test_bootstrap_weights_resample_clusters_then_members():

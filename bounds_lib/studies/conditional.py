@@ -35,6 +35,7 @@ from . import controls as C
 from . import stats as S
 from . import study as ST
 from . import verdicts as V
+from .kendall import grouped_kendall
 from .replication import teacher_clusters
 
 __all__ = ["VARIED", "Design", "REPLICATION", "COMMITTED", "DIGITS", "cell_labels", "shuffled_in_cells",
@@ -114,11 +115,8 @@ def stratified_tau(m, g, cells, W) -> np.ndarray:
     m, g = np.asarray(m, dtype=float), np.asarray(g, dtype=float)
     W = np.atleast_2d(np.asarray(W, dtype=float))
     num, den = np.zeros(W.shape[0]), np.zeros(W.shape[0])
-    for c in np.unique(cells):
-        idx = np.flatnonzero(cells == c)
-        if idx.size < 2:
-            continue
-        t = S.weighted_kendall(m[idx], g[idx], W[:, idx], constant_x=0.0)
+    groups = [idx for idx in (np.flatnonzero(cells == c) for c in np.unique(cells)) if idx.size >= 2]
+    for idx, t in zip(groups, grouped_kendall(m, g, W, groups, constant_x=0.0)):
         tot = W[:, idx].sum(axis=1)
         pairs = np.where(np.isfinite(t), 0.5 * (tot * tot - tot), 0.0)
         num += np.nan_to_num(t) * pairs

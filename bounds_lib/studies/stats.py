@@ -10,7 +10,8 @@ resample draws the grid's *configurations* with replacement and, inside every dr
 its *seeds* (models) with replacement; on a one-seed grid this is the ordinary bootstrap over models.
 With a top level above the configurations (Chapter 9's teacher draws) it has three stages
 (:func:`bootstrap_weights` with ``top``). A resample is a vector of integer weights on the rows (how
-often each model was drawn), so Kendall's ``τ_b`` is computed with weights, in closed form, for all resamples:
+often each model was drawn), so Kendall's ``τ_b`` is computed with weights, in closed form, for all resamples
+(:mod:`bounds_lib.studies.kendall`):
 
 ``τ_b = (n_c − n_d) / √((n₀ − n_x)(n₀ − n_y))`` with, for weights ``w`` (``W = Σ w_i``),
 ``n₀ = W(W−1)/2`` pairs, ``n_c − n_d = Σ_{i<j} w_i w_j sgn(x_i−x_j) sgn(y_i−y_j)`` and
@@ -32,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.validation import check_array, check_scalar
+from .kendall import grouped_kendall, weighted_kendall
 
 __all__ = ["HYPERPARAMETERS", "kendall_tau", "granulated_kendall", "scaling_slopes",
-           "Interval", "bootstrap_weights", "weighted_kendall", "kendall_interval", "granulated_intervals",
+           "Interval", "bootstrap_weights", "kendall_interval", "granulated_intervals",
            "group_taus", "wrong_sign_share", "intraclass_correlation", "icc_interval", "check_sign",
            "format_number", "format_interval"]
 
@@ -368,29 +370,6 @@ def bootstrap_weights(clusters, n_boot: int = N_BOOT, seed: int = 0, top=None) -
     return W
 
 
-def weighted_kendall(x, y, W, constant_x: float = np.nan) -> np.ndarray:
-    """Kendall's ``τ_b`` of ``(x, y)`` for every row of weights ``W`` (shape ``(B, n)``, or ``(n,)``).
-
-    Undefined (NaN) where ``y`` is constant on the drawn rows; ``constant_x`` where only ``x`` is
-    (NaN by default; 0 in the granulated convention).
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    W = np.atleast_2d(np.asarray(W, dtype=float))
-    S = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
-    Ex = (x[:, None] == x[None, :]).astype(float)
-    Ey = (y[:, None] == y[None, :]).astype(float)
-    tot = W.sum(axis=1)
-    n0 = 0.5 * (tot * tot - tot)
-    cd = 0.5 * np.einsum("bi,ij,bj->b", W, S, W)
-    nx = 0.5 * (np.einsum("bi,ij,bj->b", W, Ex, W) - tot)
-    ny = 0.5 * (np.einsum("bi,ij,bj->b", W, Ey, W) - tot)
-    dx, dy = n0 - nx, n0 - ny
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tau = cd / np.sqrt(dx * dy)
-    tau = np.where(dx <= 0, constant_x, tau)
-    return np.where(dy <= 0, np.nan, tau)
-
-
 def _interval(value, draws, level):
     check_scalar(level, "level (of the interval)", float, min_val=0, max_val=1, include_boundaries="neither")
     d = np.asarray(draws, dtype=float)
@@ -446,8 +425,7 @@ def group_taus(rows, m, h, hypers, fixed=(), target: str = "gap_error") -> np.nd
     """``τ`` inside every group that varies only ``h`` (the terms of ``ψ_h``; NaN where the gap is constant)."""
     m = np.asarray(m, dtype=float)
     g = np.array([r[target] for r in rows])
-    return np.array([weighted_kendall(m[idx], g[idx], np.ones(idx.size), constant_x=0.0)[0]
-                     for idx in _groups(rows, h, hypers, fixed)])
+    return grouped_kendall(m, g, np.ones(len(rows)), _groups(rows, h, hypers, fixed), constant_x=0.0)[:, 0]
 
 
 def wrong_sign_share(rows, m, h, hypers, fixed=(), target: str = "gap_error") -> tuple:
@@ -506,17 +484,15 @@ def granulated_intervals(rows, m, W, hypers, fixed=(), target: str = "gap_error"
         raise ValueError(f"the measure m, the rows and the weights W must cover the same rows, got {m.shape[0]}, "
                          f"{len(rows)} and {W.shape[1]}")
     g = np.array([r[target] for r in rows])
-    ones = np.ones((1, len(rows)))
     out = {"overall": kendall_interval(m, g, W, level)}
     psi_draws, psi_points = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # means of all-NaN resamples stay NaN
         for h in hypers:
-            taus_b, taus_1 = [], []
-            for idx in _groups(rows, h, hypers, fixed):
-                taus_b.append(weighted_kendall(m[idx], g[idx], W[:, idx], constant_x=0.0))
-                taus_1.append(weighted_kendall(m[idx], g[idx], ones[:, idx], constant_x=0.0)[0])
-            draws = np.nanmean(np.array(taus_b), axis=0) if taus_b else np.full(W.shape[0], np.nan)
+            # the resamples and, last, all weights 1 (the point value), every group at once
+            taus = grouped_kendall(m, g, np.vstack([W, np.ones(len(rows))]), _groups(rows, h, hypers, fixed), 0.0)
+            taus_b, taus_1 = np.ascontiguousarray(taus[:, :-1]), list(taus[:, -1])
+            draws = np.nanmean(taus_b, axis=0) if len(taus_b) else np.full(W.shape[0], np.nan)
             point = float(np.nanmean(taus_1)) if taus_1 and np.isfinite(taus_1).any() else float("nan")
             out[h] = _interval(point, draws, level)
             psi_draws.append(draws)
