@@ -80,17 +80,26 @@ def cell_labels(rows, design: Design) -> np.ndarray:
     return np.array([index[k] for k in keys])
 
 
-def shuffled_in_cells(values, cells, seed: int = 0) -> np.ndarray:
-    """``values`` permuted inside every cell (:func:`bounds_lib.studies.controls.shuffled_control`, ``seed``).
+def cell_groups(cells) -> list:
+    """The row indices of every cell, in the order of the cells' labels."""
+    cells = np.asarray(cells)
+    return [np.flatnonzero(cells == c) for c in np.unique(cells)]
+
+
+def shuffled_in_cells(values, cells, seed: int = 0, groups=None) -> np.ndarray:
+    """``values`` permuted inside every cell (:func:`bounds_lib.studies.controls.shuffled_control`, ``seed``);
+    ``groups``: :func:`cell_groups` of ``cells``, if already computed.
 
     >>> shuffled_in_cells(np.arange(4.0), np.array([0, 1, 0, 1]), seed=0)[[0, 2]].tolist() in ([0.0, 2.0], [2.0, 0.0])
     True
     """
     v = np.asarray(values, dtype=float)
-    out = v.copy()
-    for c in np.unique(cells):
-        idx = np.flatnonzero(cells == c)
-        out[idx] = C.shuffled_control(v[idx], seed=seed)
+    out, perms = v.copy(), {}
+    for idx in cell_groups(cells) if groups is None else groups:
+        # every cell's generator starts from ``seed``: cells of one size share one permutation
+        if idx.size not in perms:
+            perms[idx.size] = C.shuffled_control(np.arange(idx.size, dtype=float), seed=seed).astype(int)
+        out[idx] = v[idx][perms[idx.size]]
     return out
 
 
@@ -101,8 +110,9 @@ def bootstrap(rows, design: Design, n_boot: int = 1000, seed: int = 0) -> np.nda
     return S.bootstrap_weights(ST.clusters(rows), n_boot=n_boot, seed=seed, top=top)
 
 
-def stratified_tau(m, g, cells, W) -> np.ndarray:
-    """Kendall's ``τ_b`` inside every cell, pooled over cells with the cell's pair count as weight.
+def stratified_tau(m, g, cells, W, groups=None) -> np.ndarray:
+    """Kendall's ``τ_b`` inside every cell, pooled over cells with the cell's pair count as weight
+    (``groups``: :func:`cell_groups` of ``cells``, if already computed).
 
     One value per row of the weights ``W`` (a cell's pairs are ``(w² − w)/2`` for its drawn rows ``w``);
     a cell with a constant drawn gap is left out, one with a constant measure scores 0.
@@ -115,12 +125,15 @@ def stratified_tau(m, g, cells, W) -> np.ndarray:
     m, g = np.asarray(m, dtype=float), np.asarray(g, dtype=float)
     W = np.atleast_2d(np.asarray(W, dtype=float))
     num, den = np.zeros(W.shape[0]), np.zeros(W.shape[0])
-    groups = [idx for idx in (np.flatnonzero(cells == c) for c in np.unique(cells)) if idx.size >= 2]
-    for idx, t in zip(groups, grouped_kendall(m, g, W, groups, constant_x=0.0)):
-        tot = W[:, idx].sum(axis=1)
+    groups = [idx for idx in (cell_groups(cells) if groups is None else groups) if idx.size >= 2]
+    if groups:
+        t = grouped_kendall(m, g, W, groups, constant_x=0.0)
+        tot = np.add.reduceat(W[:, np.concatenate(groups)], np.cumsum([0] + [i.size for i in groups[:-1]]), axis=1).T
         pairs = np.where(np.isfinite(t), 0.5 * (tot * tot - tot), 0.0)
-        num += np.nan_to_num(t) * pairs
-        den += pairs
+        terms = np.where(np.isfinite(t), t, 0.0) * pairs
+        for k in range(len(groups)):  # summed cell by cell, in the cells' order
+            num += terms[k]
+            den += pairs[k]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)
 
@@ -156,16 +169,22 @@ def hyper_columns(rows, axes) -> np.ndarray:
 
 def cross_fitted(X, y, folds) -> np.ndarray:
     """Predictions of ``y`` from ``X``, each fold by the minimum-norm least-squares fit on the others."""
+    # one BLAS thread: on the shared 2-core machine a threaded 285 × 99 lstsq took 1.7 s, one thread 3 ms
+    with threadpool_limits(1):
+        return _fitted_folds(X, y, folds)
+
+
+def _fitted_folds(X, y, folds) -> np.ndarray:
+    """:func:`cross_fitted` inside a BLAS limit already set (a loop sets it once: each setting reads the
+    process's loaded libraries, 2 ms)."""
     X, y, folds = np.asarray(X, float), np.asarray(y, float), np.asarray(folds)
     if np.unique(folds).size < 2:
         raise ValueError("cross-fitting needs at least two folds")
     out = np.empty_like(y)
-    # one BLAS thread: on the shared 2-core machine a threaded 285 × 99 lstsq took 1.7 s, one thread 3 ms
-    with threadpool_limits(1):
-        for f in np.unique(folds):
-            test = folds == f
-            beta = np.linalg.lstsq(X[~test], y[~test], rcond=None)[0]
-            out[test] = X[test] @ beta
+    for f in np.unique(folds):
+        test = folds == f
+        beta = np.linalg.lstsq(X[~test], y[~test], rcond=None)[0]
+        out[test] = X[test] @ beta
     return out
 
 
@@ -208,12 +227,14 @@ def floors(rows, design: Design, n_perm: int = 1000) -> dict:
     h = cross_fitted(X, g, folds)
     t_h = S.weighted_kendall(h, g, one)[0]
     taus, deltas, ks = [], [], []
-    for s in range(n_perm):
-        v = shuffled_in_cells(ours, cells, seed=s)
-        taus.append(stratified_tau(v, g, cells, one)[0])
-        hm = cross_fitted(np.column_stack([X, _standard(v)]), g, folds)
-        deltas.append(S.weighted_kendall(hm, g, one)[0] - t_h)
-        ks.append(cmi_all(rows, C.shuffled_control(ours, seed=s), design))
+    groups = cell_groups(cells)
+    with threadpool_limits(1):
+        for s in range(n_perm):
+            v = shuffled_in_cells(ours, cells, seed=s, groups=groups)
+            taus.append(stratified_tau(v, g, cells, one, groups)[0])
+            hm = _fitted_folds(np.column_stack([X, _standard(v)]), g, folds)
+            deltas.append(S.weighted_kendall(hm, g, one)[0] - t_h)
+            ks.append(cmi_all(rows, C.shuffled_control(ours, seed=s), design))
     return {"tau": list(V.permutation_range(taus)), "delta": list(V.permutation_range(deltas)),
             "cmi": list(V.permutation_range(ks))}
 
@@ -271,8 +292,9 @@ def power(rows, design: Design, deltas=POWER_DELTAS, n_sim: int = 100, n_boot: i
         for i, W in enumerate(Ws):
             m = plant(g, cells, dlt, np.random.default_rng(1000 * (k0 + k) + i))
             hit_t += stratified_interval(m, g, cells, W).lo > 0
-            hm = cross_fitted(np.column_stack([X, _standard(m)]), g, folds)
-            hit_d += ST.paired_interval(hm, h, g, W).lo > 0
+            with threadpool_limits(1):  # the products of paired_interval too
+                hm = _fitted_folds(np.column_stack([X, _standard(m)]), g, folds)
+                hit_d += ST.paired_interval(hm, h, g, W).lo > 0
         rates["tau"].append(hit_t / n_sim)
         rates["delta"].append(hit_d / n_sim)
     d80 = {k: next((d for d, p in zip(deltas, r) if p >= 0.8), None) for k, r in rates.items()}

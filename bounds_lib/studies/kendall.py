@@ -10,12 +10,23 @@ bit for bit (``tests/test_stats.py`` checks it).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 __all__ = ["weighted_kendall", "grouped_kendall"]
 
 #: Groups larger than this are summed by a matrix product (the pair list would grow as size²).
 PAIRS_UP_TO = 40
+
+
+@lru_cache(maxsize=None)
+def _upper_pairs(k: int) -> tuple:
+    """The pairs ``i < j`` of ``k`` rows (read-only index arrays, made once per size)."""
+    pairs = np.triu_indices(k, 1)
+    for a in pairs:
+        a.flags.writeable = False
+    return pairs
 
 
 def _tau(tot, cd2, ex, ey, constant_x):
@@ -60,7 +71,7 @@ def grouped_kendall(x, y, W, groups, constant_x: float = np.nan) -> np.ndarray:
         out[k] = weighted_kendall(x[g], y[g], W[:, g], constant_x)
     if small:
         idx = [np.asarray(groups[k], dtype=int) for k in small]
-        tri = [np.triu_indices(len(g), 1) for g in idx]
+        tri = [_upper_pairs(len(g)) for g in idx]
         i = np.concatenate([g[t[0]] for g, t in zip(idx, tri)]).astype(int)
         j = np.concatenate([g[t[1]] for g, t in zip(idx, tri)]).astype(int)
         rows, lab = np.concatenate(idx), np.repeat(np.arange(len(idx)), [len(g) for g in idx])
