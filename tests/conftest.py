@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from book_html import browser, open_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
+from book_html import browser, open_page, typeset_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
 from schedule import longest_first_shared, read_durations  # noqa: E402
 from tiny_checkpoints import write_tiny_bert  # noqa: E402
 
