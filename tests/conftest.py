@@ -1,6 +1,6 @@
 """Shared test setup: the offline Hub switches, the hypothesis profile, and the fixtures any test may use —
 ``rng``, ``tiny_bert_dir`` (the one tiny-checkpoint writer, tests/tiny_checkpoints.py) and ``browser`` /
-``open_page`` (the built book in Chromium, tests/book_html.py). The markers ``slow``, ``book`` and
+``open_page`` / ``typeset_page`` (the built book in Chromium, tests/book_html.py). The markers ``slow``, ``book`` and
 ``browser`` are registered in pyproject.toml (``make unit`` leaves all three out)."""
 import os
 import sys
