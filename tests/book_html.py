@@ -9,12 +9,14 @@ to every test by ``conftest.py``, with ``typeset_page``: what the registered rea
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
@@ -241,21 +243,44 @@ def measure_typeset(context, url: str, probes: dict[str, Probe]) -> Typeset:
         page.close()
 
 
+def _shared(folder: Path | None, key: tuple[str, str], measure) -> Typeset | Exception:
+    """``measure()``, or under pytest-xdist what the first worker to ask measured: it writes the result
+    (or its failure) to ``folder``, the run's own temporary folder, while holding a lock on the key."""
+    if folder is None:
+        try:
+            return measure()
+        except Exception as exc:  # noqa: BLE001 - every test of the page reports the same failure
+            return exc
+    from filelock import FileLock
+
+    name = hashlib.sha1("|".join(key).encode()).hexdigest()
+    done = folder / f"typeset-{name}.json"
+    with FileLock(str(folder / f"typeset-{name}.lock")):
+        if not done.is_file():
+            try:
+                made = {"typeset": asdict(measure())}
+            except Exception as exc:  # noqa: BLE001
+                made = {"error": f"{type(exc).__name__}: {exc}"}
+            done.write_text(json.dumps(made), encoding="utf-8")
+        made = json.loads(done.read_text(encoding="utf-8"))
+    return Typeset(**made["typeset"]) if "typeset" in made else RuntimeError(f"{key}: {made['error']}")
+
+
 @pytest.fixture(scope="session")
-def typeset_page(browser):
+def typeset_page(browser, tmp_path_factory):
     """``typeset_page(path, viewport) -> Typeset``: every probe registered for ``viewport``, measured once
-    per test process on ``path`` (one browser context per viewport; each page closed once measured)."""
+    per test run on ``path`` (one browser context per viewport; each page closed once measured). Under
+    pytest-xdist the workers share the measurements through the run's temporary folder (every worker
+    collects the same tests, so registers the same probes)."""
     contexts, cache = {}, {}
+    folder = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
 
     def _typeset(path: Path, viewport: str = "laptop") -> Typeset:
         key = (Path(path).resolve().as_uri(), viewport)
         if key not in cache:
             if viewport not in contexts:
                 contexts[viewport] = browser.new_context(**VIEWPORTS[viewport])
-            try:
-                cache[key] = measure_typeset(contexts[viewport], key[0], PROBES[viewport])
-            except Exception as exc:  # noqa: BLE001 - every test of the page reports the same failure
-                cache[key] = exc
+            cache[key] = _shared(folder, key, lambda: measure_typeset(contexts[viewport], key[0], PROBES[viewport]))
         if isinstance(cache[key], Exception):
             raise cache[key]
         return cache[key]

@@ -3,11 +3,12 @@
 Read-only probes share one load per page and viewport; a probe that changes the page (opens dropdowns)
 runs after all of them, and a second such probe gets a fresh load. A planted page with a closed
 dropdown shows it: each probe reports how many dropdowns were open before it ran. The same check fails
-on a weakened runner that evaluates every probe on one page in name order.
+on a weakened runner that evaluates every probe on one page in name order. Under pytest-xdist the
+workers share one measurement per page and viewport, and its failure, through the run's folder.
 """
 from __future__ import annotations
 
-from book_html import Probe, measure_typeset, needs_browser
+from book_html import Probe, Typeset, _shared, measure_typeset, needs_browser
 
 _COUNT_OPEN = "() => document.querySelectorAll('details[open]').length"
 _OPEN_ALL = """() => { const before = document.querySelectorAll('details[open]').length;
@@ -48,3 +49,25 @@ def test_every_probe_sees_the_page_as_loaded(browser, tmp_path):
     assert _page_as_loaded(typeset.results) == [], typeset.results
     # power: one page for all, in name order: the read-only probe and the second opener see it opened
     assert _page_as_loaded(weakened) == ["b_reads", "c_opens"], weakened
+
+
+def test_workers_share_one_measurement_and_its_failure(tmp_path):
+    # under pytest-xdist the first worker to ask measures; the others read its result (or its failure)
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return Typeset({"loaded": True}, {"p": [1, 2]}, ["console: x"], [])
+
+    expected = measure()
+    calls.clear()
+    first, second = (_shared(tmp_path, ("file:///a.html", "phone"), measure) for _ in range(2))
+    assert first == second == expected and len(calls) == 1  # the second worker did not measure again
+
+    def broken():
+        raise TimeoutError("Page.goto: Timeout 30000ms exceeded")
+
+    failed = _shared(tmp_path, ("file:///b.html", "phone"), broken)
+    assert isinstance(failed, RuntimeError) and "TimeoutError: Page.goto" in str(failed)
+    again = _shared(tmp_path, ("file:///b.html", "phone"), measure)  # the failure is shared too
+    assert isinstance(again, RuntimeError) and len(calls) == 1
