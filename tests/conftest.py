@@ -1,6 +1,6 @@
 """Shared test setup: the offline Hub switches, the hypothesis profile, and the fixtures any test may use —
 ``rng``, ``tiny_bert_dir`` (the one tiny-checkpoint writer, tests/tiny_checkpoints.py) and ``browser`` /
-``open_page`` (the built book in Chromium, tests/book_html.py). The markers ``slow``, ``book`` and
+``open_page`` / ``typeset_page`` (the built book in Chromium, tests/book_html.py). The markers ``slow``, ``book`` and
 ``browser`` are registered in pyproject.toml (``make unit`` leaves all three out)."""
 import os
 import sys
@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from book_html import browser, open_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
+from book_html import browser, open_page, typeset_page  # noqa: F401,E402  (fixtures of the browser tests, shared from here)
 from schedule import longest_first_shared, read_durations  # noqa: E402
 from tiny_checkpoints import write_tiny_bert  # noqa: E402
 

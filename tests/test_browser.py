@@ -29,7 +29,7 @@ from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
 
-from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_book, needs_browser
+from book_html import HTML, PAGES, REFRESH, needs_book, needs_browser, probe
 
 # Words the search must find (the book's subject; present in several chapters).
 SEARCH_WORDS = ["Schatten", "transformer"]
@@ -101,7 +101,7 @@ def test_internal_links_resolve(page):
 # --------------------------------------------------------------------------------------------
 # Browser checks (fixtures `browser`, `open_page`: tests/book_html.py through conftest.py)
 # --------------------------------------------------------------------------------------------
-_MATH_REPORT = r"""() => {
+_MATH_REPORT = probe("laptop", "browser.math_report", r"""() => {
   const scripts = [...document.querySelectorAll('script[src]')].map(s => s.getAttribute('src'));
   const mathjaxScripts = scripts.filter(s => /mathjax/i.test(s));
   const math = [...document.querySelectorAll('.math')];
@@ -120,32 +120,32 @@ _MATH_REPORT = r"""() => {
   }
   return {mathjaxScripts, nMath: math.length, nRendered: document.querySelectorAll('mjx-container').length,
           unrendered, errors};
-}"""
+}""")
 
-_IMAGES = """async () => {
+# the book has no lazy images: every image is loaded at the load event and setting 'eager' changes nothing
+_IMAGES = probe("laptop", "browser.images_loaded", """async () => {
   const imgs = [...document.images];
   imgs.forEach(i => { i.loading = 'eager'; });
   await Promise.all(imgs.map(i => i.complete ? null :
       new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 10000); })));
   return imgs.map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0}));
-}"""
+}""")
 
 
 
 
 @needs_browser
 @pytest.mark.parametrize("page_path", PAGES, ids=lambda p: str(p.relative_to(HTML)))
-def test_page_renders(open_page, page_path):
+def test_page_renders(typeset_page, page_path):
     name = page_path.relative_to(HTML)
     redirect = REFRESH.search(page_path.read_text(encoding="utf-8", errors="replace"))
     if redirect:  # e.g. index.html -> book/intro.html: the target is checked as its own page
         target = (page_path.parent / unquote(redirect.group(1).split("#")[0])).resolve()
         assert target.is_file(), f"{name} redirects to a missing page {target}"
         return
-    page, watch = open_page(page_path.as_uri())
-
-    mj = page.evaluate(WAIT_MATHJAX)
-    report = page.evaluate(_MATH_REPORT)
+    # the page loaded and typeset, its probes evaluated and 100 ms more for late console messages
+    typeset = typeset_page(page_path, "laptop")
+    mj, report = typeset.mathjax, typeset.results[_MATH_REPORT]
     if report["nMath"]:
         assert mj["loaded"], f"{name}: page has math but MathJax did not load"
         assert report["mathjaxScripts"], f"{name}: page has math but no MathJax script"
@@ -155,13 +155,12 @@ def test_page_renders(open_page, page_path):
         assert not report["unrendered"], f"{name}: math not typeset: {report['unrendered'][:5]}"
     assert not report["errors"], f"{name}: MathJax errors: {report['errors'][:10]}"
 
-    images = page.evaluate(_IMAGES)
+    images = typeset.results[_IMAGES]
     broken = [i["src"] for i in images if not i["ok"]]
     assert not broken, f"{name}: images not loaded: {broken}"
 
-    page.wait_for_timeout(100)  # let late console messages arrive
-    assert not watch.external, f"{name}: requests left the local files: {watch.external[:10]}"
-    assert not watch.errors, f"{name}: " + "\n  ".join(watch.errors[:10])
+    assert not typeset.external, f"{name}: requests left the local files: {typeset.external[:10]}"
+    assert not typeset.errors, f"{name}: " + "\n  ".join(typeset.errors[:10])
 
 
 @needs_browser

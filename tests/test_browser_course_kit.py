@@ -11,25 +11,26 @@ from __future__ import annotations
 
 import pytest
 
-from book_html import HTML, needs_browser
+from book_html import HTML, needs_browser, probe
 
 PHONE = 390
 # chapters with exercises (an appendix page has none)
 CHAPTERS = sorted(p for p in (HTML / "notebooks").glob("ch*.html") if "appendix" not in p.stem)
 
-BOXES = """() => [...document.querySelectorAll('.bd-article div.exercise')].map(box => {
+BOXES = probe("laptop", "course_kit.boxes", """() => [...document.querySelectorAll('.bd-article div.exercise')]
+  .map(box => {
   const title = box.querySelector('.admonition-title');
   const badge = title && title.querySelector('.exercise-badge');
   const r = badge ? badge.getBoundingClientRect() : null;
   return {id: box.id, title: title ? title.textContent.trim() : '', badge: badge ? badge.textContent : null,
           visible: !!r && r.width > 0 && r.height > 0 && getComputedStyle(badge).visibility === 'visible'};
-})"""
+})""")
 
-LIST_LINKS = """() => {
+LIST_LINKS = probe("laptop", "course_kit.list_links", """() => {
   const sec = document.querySelector('section#exercises');
   const list = sec && sec.querySelector('ul');
   return list ? [...list.querySelectorAll('a')].map(a => a.getAttribute('href')) : [];
-}"""
+}""")
 
 # For each wide table with a header row: scroll its box down and measure the header's offset from the
 # box's top. With `strip` the header cells lose their sticky position first (the weakened page).
@@ -52,16 +53,16 @@ HEADERS = """(strip) => {
 
 @needs_browser
 @pytest.mark.parametrize("page_path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_every_exercise_box_shows_its_number_and_badge(open_page, page_path):
-    page, watcher = open_page(page_path.as_uri())
-    boxes = page.evaluate(BOXES)
+def test_every_exercise_box_shows_its_number_and_badge(typeset_page, page_path):
+    typeset = typeset_page(page_path, "laptop")
+    boxes = typeset.results[BOXES]
     assert boxes, page_path.name
     for box in boxes:
         assert box["title"].startswith("Exercise ") and any(c.isdigit() for c in box["title"]), box
         assert box["badge"] in {"self-check", "worked solution below"} and box["visible"], box
-    links = page.evaluate(LIST_LINKS)
+    links = typeset.results[LIST_LINKS]
     assert sorted(links) == sorted(f"#{b['id']}" for b in boxes), (links, [b["id"] for b in boxes])
-    assert not watcher.errors
+    assert not typeset.errors
 
 
 WIDE = [p for p in CHAPTERS if p.stem.startswith(("ch05", "ch06", "ch07"))]

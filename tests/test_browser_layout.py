@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_book, needs_browser
+from book_html import HTML, PAGES, REFRESH, needs_book, needs_browser, probe
 
 MIN_FONT_PT = 10.0
 # Smallest text of a figure on a 390 px phone, in CSS px (issue #19), without zooming.
@@ -48,17 +48,13 @@ def _ids(p: Path) -> str:
     return str(p.relative_to(HTML))
 
 
-def _load(open_page, page_path: Path, width: int, mobile: bool = False):
-    page, watch = open_page(page_path.as_uri(), width=width, height=844 if mobile else 900)
-    page.evaluate(WAIT_MATHJAX)
-    page.wait_for_timeout(150)  # book-math.js marks wide displays after typesetting
-    return page, watch
-
-
-def _evaluate(open_page, page_path: Path, script: str, width: int = 1280, mobile: bool = False):
-    """What ``script`` returns on the page, opened at ``width`` px and typeset."""
-    page, _ = _load(open_page, page_path, width, mobile)
-    return page.evaluate(script)
+def _planted(src: Path, tmp_path: Path, name: str, html: str) -> Path:
+    """``html`` (a page of the build, changed) written to ``tmp_path``, reading its assets from ``src``'s
+    folder (a <base>), so the build itself is never written to."""
+    page = tmp_path / name
+    base = f'<head><base href="{src.parent.as_uri()}/">'
+    page.write_text(html.replace("<head>", base, 1), encoding="utf-8")
+    return page
 
 
 each_content_page = pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids)
@@ -69,7 +65,7 @@ each_content_page = pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=_ids
 # --------------------------------------------------------------------------------------------
 # Every code block a reader sees, with every dropdown (solutions) opened: (kind, line, overflow px) of
 # those that scroll sideways. kind: "input" (a code cell), "output", "markdown" (a fenced block).
-_SCROLLING_CODE = """() => {
+_SCROLLING_CODE = probe("laptop", "layout.scrolling_code", """() => {
   document.querySelectorAll('.bd-article details').forEach(d => { d.open = true; });
   return [...document.querySelectorAll('.bd-article pre')]
     .filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1)
@@ -79,7 +75,7 @@ _SCROLLING_CODE = """() => {
       const line = e.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '');
       return {kind, chars: line.length, line: line.trim().slice(0, 60), over: e.scrollWidth - e.clientWidth};
     });
-}"""
+}""", changes_page=True)  # it opens the dropdowns
 # The API page is the library's reference (autodoc): its examples follow the library's line length.
 CODE_PAGES = [p for p in CONTENT_PAGES if p.name != "api.html"]
 
@@ -91,14 +87,14 @@ def _code_problems(found, kinds) -> list[str]:
 
 @needs_browser
 @pytest.mark.parametrize("page_path", CODE_PAGES, ids=_ids)
-def test_code_fits_the_column_at_1280(open_page, page_path):
-    found = _evaluate(open_page, page_path, _SCROLLING_CODE)
+def test_code_fits_the_column_at_1280(typeset_page, page_path):
+    found = typeset_page(page_path, "laptop").results[_SCROLLING_CODE]
     problems = _code_problems(found, {"input", "markdown", "output"})
     assert not problems, f"{_ids(page_path)}:\n  " + "\n  ".join(problems)
 
 
 @needs_browser
-def test_code_fit_detector_has_power(open_page, tmp_path):
+def test_code_fit_detector_has_power(typeset_page, tmp_path):
     # a planted page in the book's own theme: one 100-character line scrolls, an 80-character one
     # does not (the column holds 84 at the book's code font), also inside a closed dropdown
     src = next(p for p in CODE_PAGES if p.parent.name == "notebooks")
@@ -109,15 +105,11 @@ def test_code_fit_detector_has_power(open_page, tmp_path):
                '<details><summary>s</summary><div class="cell_input"><pre>' + long + '</pre></div></details>'
                # an output of the same long line wraps (book-layout.css): it does not scroll
                '<div class="cell_output"><pre>' + long + '</pre></div>')
-    page = src.with_name("_planted_code.html")
-    page.write_text(html.replace('<section', planted + '<section', 1), encoding="utf-8")
-    try:
-        # only the planted blocks (the page's own code is checked by the test above)
-        planted_found = [c for c in _evaluate(open_page, page, _SCROLLING_CODE)
-                         if c["line"].startswith(("x = 1", "y = 2"))]
-        found = _code_problems(planted_found, {"input", "output"})
-    finally:
-        page.unlink()
+    page = _planted(src, tmp_path, "_planted_code.html", html.replace('<section', planted + '<section', 1))
+    # only the planted blocks (the page's own code is checked by the test above)
+    planted_found = [c for c in typeset_page(page, "laptop").results[_SCROLLING_CODE]
+                     if c["line"].startswith(("x = 1", "y = 2"))]
+    found = _code_problems(planted_found, {"input", "output"})
     assert len(long) == 100 and len(short) == 80
     assert len(found) == 2 and all("100 chars" in f for f in found), found
 
@@ -236,6 +228,7 @@ _DISPLAYS = r"""() => {
             tex: (tex.get(e) || e.textContent).slice(0, 160)};
   });
 }"""
+DISPLAYS = {v: probe(v, "layout.displays", _DISPLAYS) for v in ("laptop", "window390", "phone")}
 
 
 def _describe(d) -> str:
@@ -245,16 +238,17 @@ def _describe(d) -> str:
 
 @needs_browser
 @each_content_page
-def test_display_equations_fit_desktop(open_page, page_path):
-    wide = [d for d in _evaluate(open_page, page_path, _DISPLAYS) if d["scroll"] > d["client"] + 1 or d["outer"]]
+def test_display_equations_fit_desktop(typeset_page, page_path):
+    displays = typeset_page(page_path, "laptop").results[DISPLAYS["laptop"]]
+    wide = [d for d in displays if d["scroll"] > d["client"] + 1 or d["outer"]]
     assert not wide, (f"{_ids(page_path)}: {len(wide)} display equation(s) wider than the column at 1280 px "
                       "(split them with aligned):\n  " + "\n  ".join(map(_describe, wide)))
 
 
 @needs_browser
 @each_content_page
-def test_display_equations_show_scrolling_on_phone(open_page, page_path):
-    displays = _evaluate(open_page, page_path, _DISPLAYS, 390, mobile=True)
+def test_display_equations_show_scrolling_on_phone(typeset_page, page_path):
+    displays = typeset_page(page_path, "window390").results[DISPLAYS["window390"]]  # a 390 px window
     wide = [d for d in displays if d["scroll"] > d["client"] + 1]
     hidden = [d for d in wide if d["overflow"] not in {"auto", "scroll"} or not d["marked"] or d["outer"]
               or "gradient" not in d["cue"]]
@@ -271,24 +265,15 @@ def _scrolling(displays) -> list:
     return [d for d in displays if d["scroll"] > d["client"] + 1]
 
 
-def _phone_displays(browser, url: str) -> list:
+def _phone_displays(typeset_page, path: Path) -> list:
     """``_DISPLAYS`` of a page on an emulated phone (390 px, touch, overlay scroll bars: the full column)."""
-    ctx = _phone(browser)
-    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
-    try:
-        page = ctx.new_page()
-        page.goto(url, wait_until="load", timeout=30_000)
-        page.evaluate(WAIT_MATHJAX)
-        page.wait_for_timeout(150)
-        return page.evaluate(_DISPLAYS)
-    finally:
-        ctx.close()
+    return typeset_page(path, "phone").results[DISPLAYS["phone"]]
 
 
 @needs_browser
 @each_content_page
-def test_few_display_equations_scroll_on_phone(browser, page_path):
-    wide = _scrolling(_phone_displays(browser, page_path.as_uri()))
+def test_few_display_equations_scroll_on_phone(typeset_page, page_path):
+    wide = _scrolling(_phone_displays(typeset_page, page_path))
     assert len(wide) <= MAX_SCROLLING_DISPLAYS, (
         f"{_ids(page_path)}: {len(wide)} display equations scroll sideways at 390 px (at most "
         f"{MAX_SCROLLING_DISPLAYS}; stack them with aligned, as Chapter 5's theorem does):\n  "
@@ -296,7 +281,7 @@ def test_few_display_equations_scroll_on_phone(browser, page_path):
 
 
 @needs_browser
-def test_scrolling_display_count_has_power(browser):
+def test_scrolling_display_count_has_power(typeset_page, tmp_path):
     # a planted page in the book's own theme: three displays wider than a phone's column, one that fits
     src = next(p for p in CONTENT_PAGES if p.parent.name == "notebooks")
     html = src.read_text(encoding="utf-8")
@@ -304,12 +289,8 @@ def test_scrolling_display_count_has_power(browser):
     narrow = r"\mathrm{planted} = x + y"
     planted = "".join(f'<div class="math notranslate nohighlight">\\[{tex}\\]</div>'
                       for tex in (wide, narrow, wide, wide))
-    page = src.with_name("_planted_displays.html")
-    page.write_text(html.replace("<section", planted + "<section", 1), encoding="utf-8")
-    try:
-        found = [d for d in _phone_displays(browser, page.as_uri()) if "planted" in d["tex"]]
-    finally:
-        page.unlink()
+    page = _planted(src, tmp_path, "_planted_displays.html", html.replace("<section", planted + "<section", 1))
+    found = [d for d in _phone_displays(typeset_page, page) if "planted" in d["tex"]]
     assert len(found) == 4 and len(_scrolling(found)) == 3 > MAX_SCROLLING_DISPLAYS
 
 
@@ -318,7 +299,7 @@ def test_scrolling_display_count_has_power(browser):
 # --------------------------------------------------------------------------------------------
 RAW = re.compile(r"\\[A-Za-z]{2,}|\\[{}_^,;!|]|\{[a-z]+(?::[a-z]+)*\}`|`[^`]*`\{|\$[^$\s][^$]*\$")
 
-_TEXTS = r"""() => {
+_TEXTS = probe("laptop", "layout.texts", r"""() => {
   const skip = 'script, style, code, pre, kbd, samp, mjx-container, mjx-assistive-mml, .math, .MathJax, '
              + '.highlight, .cell_input, .output.text_plain, .output.stream, .output.traceback, '
              + '.headerlink, textarea, '
@@ -337,7 +318,7 @@ _TEXTS = r"""() => {
                       || el.tagName).split(' ')[0]});
   }
   return out;
-}"""
+}""")
 
 # A heading or link text made of a bare label ("ch01_setting") is a {ref} that lost its title.
 LABEL_TEXT = re.compile(r"^(?:ch\d\d[_-][\w-]+|[a-z]+(?:[-_][a-z0-9]+)+)$")
@@ -345,9 +326,9 @@ LABEL_TEXT = re.compile(r"^(?:ch\d\d[_-][\w-]+|[a-z]+(?:[-_][a-z0-9]+)+)$")
 
 @needs_browser
 @each_content_page
-def test_no_raw_tex_or_roles_in_text(open_page, page_path):
+def test_no_raw_tex_or_roles_in_text(typeset_page, page_path):
     found = []
-    for t in _evaluate(open_page, page_path, _TEXTS):
+    for t in typeset_page(page_path, "laptop").results[_TEXTS]:
         m = RAW.search(t["text"])
         if m and not m.group(0).endswith("_"):
             found.append(f"[{t['where']}] {t['text']!r} (matched {m.group(0)!r})")
@@ -372,6 +353,8 @@ _IMAGES = """async () => {
             caption: cap ? cap.textContent.trim().slice(0, 60) : null};
   });
 }"""
+# the book has no lazy images: every image is loaded at the load event and setting 'eager' changes nothing
+IMAGES = {v: probe(v, "layout.images_shown", _IMAGES) for v in ("laptop", "window390")}
 
 
 def _png_meta(path) -> dict:
@@ -469,9 +452,9 @@ def test_sharpness_rule():
 
 @needs_browser
 @each_content_page
-def test_figures_readable_on_a_phone(open_page, page_path):
+def test_figures_readable_on_a_phone(typeset_page, page_path):
     problems = []
-    for img in _evaluate(open_page, page_path, _IMAGES, 390, mobile=True):
+    for img in typeset_page(page_path, "window390").results[IMAGES["window390"]]:
         name, meta, bad = _figure_problems(img)
         problems += bad
         if meta and meta["BookMinFontPt"] != "none":
@@ -488,9 +471,9 @@ def test_figures_readable_on_a_phone(open_page, page_path):
 
 @needs_browser
 @each_content_page
-def test_figures_readable(open_page, page_path):
+def test_figures_readable(typeset_page, page_path):
     problems = []
-    for img in _evaluate(open_page, page_path, _IMAGES):
+    for img in typeset_page(page_path, "laptop").results[IMAGES["laptop"]]:
         name, meta, bad = _figure_problems(img)
         problems += bad
         if meta is None:
@@ -540,22 +523,15 @@ _ICONS = """async () => {
             drawn: e.tagName.toLowerCase() === 'svg' || (before.content !== 'none' && !!face)};
   });
 }"""
+ICONS = {v: probe(v, "layout.icons", _ICONS) for v in ("laptop", "phone")}
 
 
 @needs_browser
 @pytest.mark.parametrize("page_path", NAV_PAGES, ids=_ids)
-def test_header_icons_are_drawn(browser, page_path):
-    for phone in (False, True):
-        ctx = _phone(browser) if phone else browser.new_context(viewport={"width": 1280, "height": 900})
-        ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort())
-        try:
-            page = ctx.new_page()
-            page.goto(page_path.as_uri(), wait_until="load")
-            page.wait_for_timeout(300)
-            icons = page.evaluate(_ICONS)
-        finally:
-            ctx.close()
-        where = f"{_ids(page_path)} at {'390' if phone else '1280'} px"
+def test_header_icons_are_drawn(typeset_page, page_path):
+    for viewport in ("laptop", "phone"):
+        icons = typeset_page(page_path, viewport).results[ICONS[viewport]]
+        where = f"{_ids(page_path)} at {'390' if viewport == 'phone' else '1280'} px"
         names = " ".join(i["cls"] for i in icons)
         assert "fa-bars" in names and "fa-github" in names, f"{where}: header icons missing: {names}"
         # width only: Font Awesome's fa-lg sets line-height .05em, a glyph taller than its box

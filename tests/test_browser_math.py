@@ -13,10 +13,14 @@ from __future__ import annotations
 import pytest
 
 import phone_math_report as pmr  # book/tools is on sys.path: conftest.py
-from book_html import HTML, PAGES, REFRESH, needs_browser
+from book_html import HTML, PAGES, REFRESH, needs_browser, probe
 
 CONTENT = [p for p in PAGES if not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
            and p.name not in pmr.SKIP_NAMES]
+
+
+# it opens the dropdowns: measured after the read-only probes of the phone viewport
+INLINE = probe("phone", "math.inline_formulas", pmr.MEASURE, changes_page=True)
 
 
 def _ids(p) -> str:
@@ -25,8 +29,8 @@ def _ids(p) -> str:
 
 @needs_browser
 @pytest.mark.parametrize("page_path", CONTENT, ids=_ids)
-def test_inline_formulas_fit_a_phone_line(browser, page_path):
-    res = pmr.measure(browser, page_path)
+def test_inline_formulas_fit_a_phone_line(typeset_page, page_path):
+    res = typeset_page(page_path, "phone").results[INLINE]  # pmr.measure's context and script
     bad = res["offenders"]
     assert not bad, (f"{_ids(page_path)}: {len(bad)} of {res['total']} inline formulas do not fit at 390 px "
                      "(rewrite or split them; `python book/tools/phone_math_report.py` lists them all):\n  "
@@ -52,13 +56,13 @@ _PLANTED = rf"""<!DOCTYPE html><html><head><meta charset="utf-8">
 
 
 @needs_browser
-def test_detector_reports_a_planted_long_formula(browser, tmp_path):
+def test_detector_reports_a_planted_long_formula(typeset_page, tmp_path):
     mathjax = HTML / "_static" / "mathjax" / "tex-chtml.js"
     if not mathjax.is_file():
         pytest.skip(f"the build has no offline MathJax at {mathjax}")
     page = tmp_path / "planted.html"
     page.write_text(_PLANTED.replace("MATHJAX", mathjax.as_uri()), encoding="utf-8")
-    res = pmr.measure(browser, page)
+    res = typeset_page(page, "phone").results[INLINE]
     assert res["mathjax"] and res["total"] == 6, res  # 6 inline formulas; the display is not counted
     found = {o["tex"]: o["why"] for o in res["offenders"]}
     # reported: the long one runs past its paragraph; the other fits its 400 px block, which a 120 px

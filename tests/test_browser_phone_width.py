@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser
+from book_html import HTML, PAGES, REFRESH, needs_browser, probe
 
 PHONE = 390
 CONTENT_PAGES = [p for p in PAGES if not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
                  and p.name not in {"genindex.html", "search.html", "py-modindex.html"}]
 
 # the page's width, and the elements that stick out of the viewport (not those inside a scrolling box)
-_WIDEST = """(w) => {
+_WIDEST = probe("window390", "phone_width.widest", """(w) => {
   const inScroller = e => { for (let a = e.parentElement; a; a = a.parentElement) {
       const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; }
     return false; };
@@ -25,15 +25,12 @@ _WIDEST = """(w) => {
     .slice(0, 5).map(e => `<${e.tagName.toLowerCase()} class="${e.className}">`
       + e.textContent.trim().slice(0, 60) + ` (right edge ${Math.round(e.getBoundingClientRect().right)} px)`);
   return {width: document.documentElement.scrollWidth, out};
-}"""
+}""", PHONE)
 
 
 @needs_browser
 @pytest.mark.parametrize("page_path", CONTENT_PAGES, ids=lambda p: str(p.relative_to(HTML)))
-def test_no_page_is_wider_than_a_phone(open_page, page_path):
-    page, _ = open_page(page_path.as_uri(), width=PHONE, height=844)
-    page.evaluate(WAIT_MATHJAX)
-    page.wait_for_timeout(150)
-    found = page.evaluate(_WIDEST, PHONE)
+def test_no_page_is_wider_than_a_phone(typeset_page, page_path):
+    found = typeset_page(page_path, "window390").results[_WIDEST]  # a 390 x 844 window
     assert found["width"] <= PHONE, (f"{page_path.relative_to(HTML)} is {found['width']} px wide at {PHONE} px:\n  "
                                      + "\n  ".join(found["out"]))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from book_html import HTML, PAGES, needs_browser
+from book_html import HTML, PAGES, needs_browser, probe
 
 WIDTH, HEIGHT = 1280, 800
 MAX_SCREENS_MAIN = 15
@@ -31,22 +31,20 @@ READING = re.compile(r"Reading:?\s*(?:about\s*)?(\d+)\s*min", re.I)
 
 # What the page measures, in CSS px from the top of the document: its height, where the first figure
 # and the first "important" box start, and the article's text.
-_MEASURE = """() => {
+_MEASURE = probe("screen800", "screens.measure", """() => {
   const art = document.querySelector('article') || document.body;
   const top = el => el ? el.getBoundingClientRect().top + window.scrollY : null;
   const fig = art.querySelector('figure, img');
   const key = art.querySelector('.admonition.important, .important');
   return {height: document.documentElement.scrollHeight, figure: top(fig), key: top(key),
           text: art.innerText};
-}"""
+}""")
 
 
-def measure(open_page, path: Path) -> dict:
+def measure(typeset_page, path: Path) -> dict:
     """Screens (page height / 800), where the first figure and key result start (in screens), the
-    printed intervals and the words of the article, at 1280 × 800."""
-    page, _ = open_page(path.as_uri(), width=WIDTH, height=HEIGHT)
-    page.wait_for_timeout(300)  # MathJax and the page's scripts settle the layout
-    m = page.evaluate(_MEASURE)
+    printed intervals and the words of the article, at 1280 × 800, once MathJax has typeset the page."""
+    m = typeset_page(path, "screen800").results[_MEASURE]
     scr = lambda px: None if px is None else px / HEIGHT  # noqa: E731
     reading = READING.search(m["text"])
     return {"screens": m["height"] / HEIGHT, "figure": scr(m["figure"]), "key": scr(m["key"]),
@@ -72,9 +70,9 @@ def _one_sitting(m: dict) -> list[str]:
 
 
 @needs_browser
-def test_chapter_9_main_page_is_one_sitting(open_page):
-    m = measure(open_page, MAIN)
-    app = measure(open_page, APPENDIX)
+def test_chapter_9_main_page_is_one_sitting(typeset_page):
+    m = measure(typeset_page, MAIN)
+    app = measure(typeset_page, APPENDIX)
     print(f"\nch09 main: {m['screens']:.1f} screens, {m['intervals']} intervals, {m['words']} words, reading "
           f"{m['reading_min']} min; appendix: {app['screens']:.1f} screens, {app['intervals']} intervals")
     assert not _one_sitting(m), _one_sitting(m)
@@ -82,27 +80,27 @@ def test_chapter_9_main_page_is_one_sitting(open_page):
 
 @needs_browser
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids)
-def test_key_result_and_first_figure_within_three_screens(open_page, path):
-    m = measure(open_page, path)
+def test_key_result_and_first_figure_within_three_screens(typeset_page, path):
+    m = measure(typeset_page, path)
     print(f"\n{path.name}: {m['screens']:.1f} screens; first figure at {m['figure']}, key result at {m['key']}")
     late = {k: m[k] for k in ("figure", "key") if m[k] is not None and m[k] > FIRST_SCREENS}
     assert not late, f"{path.name}: starts beyond screen {FIRST_SCREENS}: {late}"
 
 
 @needs_browser
-def test_the_measures_have_power(open_page, tmp_path):
+def test_the_measures_have_power(typeset_page, tmp_path):
     filler = "<p>" + "word " * 60 + "</p>"
     late = tmp_path / "late.html"
     late.write_text("<html><body><article>" + filler * 80 + '<div class="admonition important">Key</div>'
                     '<figure><img alt="a figure of the planted page" src="x.png" width="10" height="10">'
                     "</figure>" + filler * 400 + "</article></body></html>")
-    m = measure(open_page, late)
+    m = measure(typeset_page, late)
     assert m["key"] > FIRST_SCREENS and m["figure"] > FIRST_SCREENS
     bad = _one_sitting(m)
     assert any("screens" in b for b in bad) and any("reading time" in b for b in bad)
     dense = tmp_path / "dense.html"
     dense.write_text("<html><body><article><p>Reading: about 1 min.</p>" + "<p>+0.05 [−0.04, +0.25]</p>" * 61
                      + "</article></body></html>")
-    m = measure(open_page, dense)
+    m = measure(typeset_page, dense)
     assert m["intervals"] == 61 and m["reading_min"] == 1
     assert any("intervals" in b for b in _one_sitting(m))

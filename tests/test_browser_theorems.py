@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser
+from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser, probe
 
 CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"
             and not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))]
@@ -52,6 +52,7 @@ _KEY_DISPLAYS = r"""sel => {
   }
   return out;
 }"""
+KEY = probe("phone", "theorems.key_displays", _KEY_DISPLAYS, KEY_BOXES)
 
 # A display wider than a phone, typeset by the page's MathJax and put into the first key box.
 _PLANT = r"""async sel => {
@@ -77,7 +78,6 @@ def _phone_page(browser, page_path: Path):
     page = ctx.new_page()
     page.goto(page_path.as_uri(), wait_until="load", timeout=30_000)
     page.evaluate(WAIT_MATHJAX)
-    page.wait_for_timeout(150)
     return ctx, page
 
 
@@ -90,12 +90,8 @@ def _offenders(displays: list[dict]) -> list[str]:
 
 @needs_browser
 @pytest.mark.parametrize("page_path", CHAPTERS, ids=_ids)
-def test_key_statement_displays_fit_a_phone(browser, page_path):
-    ctx, page = _phone_page(browser, page_path)
-    try:
-        bad = _offenders(page.evaluate(_KEY_DISPLAYS, KEY_BOXES))
-    finally:
-        ctx.close()
+def test_key_statement_displays_fit_a_phone(typeset_page, page_path):
+    bad = _offenders(typeset_page(page_path, "phone").results[KEY])
     assert not bad, (f"{_ids(page_path)}: {len(bad)} display(s) of a theorem or key-result box do not fit "
                      "390 px (stack them: aligned, a line break at a sum or a relation):\n  " + "\n  ".join(bad))
 
