@@ -15,18 +15,20 @@ from .harness import Falsification, adversarial_search
 __all__ = ["norm_inequality_ratios", "falsify_norm_inequalities"]
 
 
-def norm_inequality_ratios(W, weaken=1.0) -> dict:
+def norm_inequality_ratios(W, weaken=1.0, names=None) -> dict:
     """``weaken · lhs/rhs`` of every inequality in :data:`~bounds_lib.theory.norms.NORM_INEQUALITIES` at the matrix
-    ``W``
-    (0 when both sides vanish)."""
+    ``W`` (0 when both sides vanish); ``names`` restricts it to those inequalities (the optimiser of
+    :func:`falsify_norm_inequalities` follows one, and computes only its two sides)."""
     A = as_matrix(W)
     s = singular_values(A)
     r = numerical_rank(s)
+    names = NORM_INEQUALITIES if names is None else names
     if r == 0:
-        return {name: 0.0 for name in NORM_INEQUALITIES}
+        return {name: 0.0 for name in names}
     k = s[:r]
     out = {}
-    for name, (lhs, rhs) in NORM_INEQUALITIES.items():
+    for name in names:
+        lhs, rhs = NORM_INEQUALITIES[name]
         b = float(rhs(A, s, k, r))
         out[name] = weaken * float(lhs(A, s, k, r)) / b if b > 0 else 0.0
     return out
@@ -51,7 +53,7 @@ def falsify_norm_inequalities(rng, trials=4000, restarts=2, weaken=1.0, shape=(4
     out = []
     for n in names:
         starts = rng.standard_normal((int(restarts), shape[0] * shape[1]))
-        adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken)[n], starts,
+        adv, _ = (adversarial_search(lambda x, n=n: norm_inequality_ratios(x.reshape(shape), weaken, (n,))[n], starts,
                                      maxiter=maxiter) if restarts else (np.zeros(0), None))
         out.append(Falsification(n + (f" ÷{weaken:g}" if weaken != 1.0 else ""), np.array(rand[n]), adv))
     return out

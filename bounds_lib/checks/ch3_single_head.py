@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.validation import check_scalar
+from ..theory import propagation as P
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES, project_rows, softmax_rows
 from ..theory.propagation import (SOFTMAX_LINF_L1_TIGHT, composition_bound, log_alpha, log_gamma,
                                   log_layer_lipschitz)
@@ -238,24 +239,38 @@ def adversarial_layer_lipschitz(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken
                          np.concatenate([f.adversarial for f in parts]))
 
 
+def _spectral_norms(stack):
+    """``‖W‖₂`` of every matrix of a stack ``(..., m, n)``: one batched LAPACK call, the same ``gesdd`` per
+    matrix as ``np.linalg.norm(W, 2)`` and bitwise its value (pinned in ``tests/test_searches_speed.py``)."""
+    return np.linalg.svd(stack, compute_uv=False).max(axis=-1)
+
+
 def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):
-    """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network)."""
+    """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network).
+
+    The forward pass runs on the raw matrices (:func:`bounds_lib.theory.model._blocks_forward`, the loop of
+    :func:`~bounds_lib.theory.model.forward`); a non-finite ``x``, which the model's validation rejects,
+    has ratio 0 as before."""
     from ..theory import model as M
 
+    if not np.all(np.isfinite(x)):
+        return 0.0
     k = 3 * L * N * N
     Ws = x[:k].reshape(L, 3, N, N)
     perturbed = np.array([a in perturb for a in SINGLE_HEAD_MATRIX_TYPES])
     Es = x[k:2 * k].reshape(L, 3, N, N) * perturbed[None, :, None, None]
-    X = x[2 * k:2 * k + T * N].reshape(T, N)
+    H = project_rows(x[2 * k:2 * k + T * N].reshape(1, T, N))
     eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
     w = np.ones(N) / np.sqrt(N)
-    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
-    net2 = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
-    d = abs(M.forward(net, X) - M.forward(net2, X))
-    C = np.array([[np.linalg.norm(W, 2) for W in b] for b in Ws])
-    D = np.array([[eps * np.linalg.norm(E, 2) for E in b] for b in Es])
-    g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=net.L_phi, softmax_const=softmax_const)
-    la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
+    phi, L_phi = M.ACTIVATIONS[act], M.ACTIVATION_LIPSCHITZ[act]
+    f, f2 = (float((M._blocks_forward(H, mats, phi, 1.0)[:, 0, :] @ w)[0]) for mats in (Ws, Ws + eps * Es))
+    d = abs(f - f2)
+    S = _spectral_norms(np.stack((Ws, Es)))
+    C, D = S[0], eps * S[1]
+    c, lp = float(softmax_const), np.log(L_phi)
+    # log_gamma and log_layer_lipschitz past their validation (C is finite and >= 0 by construction)
+    g = P._log_gamma(C[:, 2], C[:, 1], c, lp, np.log(1.0))
+    la = P._log_alpha(P._log_lambda(C[:, 2], C[:, 1], C[:, 0], L_phi, c))
     G = np.exp(np.stack([g["QK"], g["V"], np.broadcast_to(g["M"], (L,))], axis=1) + la[:, None])
     bound = float(np.sum(G * D))
     return weaken * d / bound if bound > 0 else 0.0

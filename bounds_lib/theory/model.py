@@ -185,8 +185,16 @@ def attention(X: np.ndarray, W_QK: np.ndarray, W_V: np.ndarray, logit_scale: flo
 
 def block_forward(X: np.ndarray, block: Block, act: str = "gelu", logit_scale: float = 1.0) -> np.ndarray:
     """One block: ``Π_norm(φ(Π_norm(attention(X))) W_M)``."""
-    Y = project_rows(attention(X, block.W_QK, block.W_V, logit_scale))
-    return project_rows(activation(act)(Y) @ block.W_M)
+    return _blocks_forward(X, ((block.W_QK, block.W_V, block.W_M),), activation(act), logit_scale)
+
+
+def _blocks_forward(H: np.ndarray, mats, phi, logit_scale: float) -> np.ndarray:
+    """The blocks ``(W_QK, W_V, W_M)`` of ``mats`` in turn on a batch ``H`` of shape ``(n, T, N)``, without
+    validation: the inner loop of :func:`forward`, also run by the adversarial searches of Chapter 3 (one
+    small network per evaluation, where building and checking the dataclasses cost more than the block)."""
+    for W_QK, W_V, W_M in mats:
+        H = project_rows(phi(project_rows(attention(H, W_QK, W_V, logit_scale))) @ W_M)
+    return H
 
 
 def hidden_states(model: SingleHeadTransformer, X) -> list[np.ndarray]:
@@ -227,9 +235,8 @@ def forward(model: SingleHeadTransformer, X) -> np.ndarray:
     (5,)
     """
     Xb, single = _as_batch(X, model.N)
-    H = project_rows(Xb)
-    for b in model.blocks:
-        H = block_forward(H, b, model.act, model.logit_scale)
+    mats = ((b.W_QK, b.W_V, b.W_M) for b in model.blocks)
+    H = _blocks_forward(project_rows(Xb), mats, activation(model.act), model.logit_scale)
     out = H[:, 0, :] @ model.w
     return float(out[0]) if single else out
 

@@ -111,8 +111,13 @@ def log_layer_lipschitz(C_M, C_V, C_QK, L_phi, softmax_const=SOFTMAX_LINF_L1_REL
     C_M, C_V, C_QK = np.broadcast_arrays(check_array(C_M, "C_M", **_SPECTRAL_NORMS),
                                          check_array(C_V, "C_V", **_SPECTRAL_NORMS),
                                          check_array(C_QK, "C_QK", **_SPECTRAL_NORMS))
-    out = np.log(L_phi) + _log(C_M) + _log(C_V) + np.log1p(2.0 * c * C_QK)
+    out = _log_lambda(C_M, C_V, C_QK, L_phi, c)
     return out if out.ndim else float(out)
+
+
+def _log_lambda(C_M, C_V, C_QK, L_phi, c):
+    """:func:`log_layer_lipschitz` on validated float arrays and constants (also the searches' inner loop)."""
+    return np.log(L_phi) + _log(C_M) + _log(C_V) + np.log1p(2.0 * c * C_QK)
 
 
 def log_layer_lipschitz_multihead(C_Min, C_Mout, C_V_heads, C_QK_heads, L_phi=LPHI_GELU_RELEASED,
@@ -167,6 +172,11 @@ def log_alpha(log_Lambda):
                     what="log of per-layer factors: finite, or -inf for a zero factor")
     if a.ndim != 1:
         raise ValueError(f"log_Lambda must be a 1-D array with one entry per layer (L >= 1), got shape {a.shape}")
+    return _log_alpha(a)
+
+
+def _log_alpha(a):
+    """:func:`log_alpha` of a validated 1-D float array (also the searches' inner loop)."""
     with np.errstate(invalid="ignore"):
         tail = np.cumsum(a[::-1])[::-1]  # tail[ℓ] = Σ_{k ≥ ℓ} log Λ_k
     return np.append(tail[1:], 0.0)
@@ -216,12 +226,14 @@ def log_gamma(C_M, C_V, C_QK, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED
     C_M, C_V, _ = np.broadcast_arrays(check_array(C_M, "C_M", **_SPECTRAL_NORMS),
                                       check_array(C_V, "C_V", **_SPECTRAL_NORMS),
                                       check_array(C_QK, "C_QK", **_SPECTRAL_NORMS))
-    out = {
-        "QK": np.log(c) + _log(C_V) + lp + _log(C_M),
-        "V": lp + _log(C_M),
-        "M": lb + np.zeros_like(C_M),
-    }
+    out = _log_gamma(C_M, C_V, c, lp, lb)
     return {k: (v if np.ndim(v) else float(v)) for k, v in out.items()}
+
+
+def _log_gamma(C_M, C_V, c, lp, lb):
+    """:func:`log_gamma` on validated float arrays, ``c``, ``lp = log L_φ`` and ``lb = log B_φ`` (0, 0 for the
+    released form); also the searches' inner loop."""
+    return {"QK": np.log(c) + _log(C_V) + lp + _log(C_M), "V": lp + _log(C_M), "M": lb + np.zeros_like(C_M)}
 
 
 def log_gamma_multihead(C_Min, C_Mout, C_V_h, C_QK_h, L_phi=None, softmax_const=SOFTMAX_LINF_L1_RELEASED,
