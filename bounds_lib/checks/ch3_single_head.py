@@ -14,7 +14,7 @@ import numpy as np
 from ..core.validation import check_scalar
 from ..theory import propagation as P
 from ..theory.model import SINGLE_HEAD_MATRIX_TYPES, project_rows, softmax_rows
-from ..theory.propagation import (SOFTMAX_LINF_L1_TIGHT, composition_bound, log_alpha, log_gamma,
+from ..theory.propagation import (SOFTMAX_LINF_L1_TIGHT, log_alpha, log_gamma,
                                   log_layer_lipschitz)
 from .harness import (TINY_DENOMINATOR, VIOLATION_TOL, CheckResult, Falsification, _spectral, _worst_ratios,
                       falsify)
@@ -332,17 +332,18 @@ def check_parameter_perturbation(rng, trials=10_000):
 
 
 def _composition_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):
-    from ..theory import model as M
-
+    """Composition-lemma ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)``, on the raw matrices
+    (:func:`bounds_lib.theory.propagation._composition_sides`, the core of ``composition_bound``); a
+    non-finite ``x``, which the model's validation rejects, has ratio 0 as before."""
+    if not np.all(np.isfinite(x)):
+        return 0.0
     k = 3 * L * N * N
     perturbed = np.array([a in perturb for a in SINGLE_HEAD_MATRIX_TYPES])
     Ws, Es = x[:k].reshape(L, 3, N, N), x[k:2 * k].reshape(L, 3, N, N) * perturbed[None, :, None, None]
     X = x[2 * k:2 * k + T * N].reshape(T, N)
     eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
     w = np.ones(N) / np.sqrt(N)
-    net = M.SingleHeadTransformer(tuple(M.Block(*W) for W in Ws), w, act=act)
-    net_hat = M.SingleHeadTransformer(tuple(M.Block(*(W + eps * E)) for W, E in zip(Ws, Es)), w, act=act)
-    lhs, rhs, _, _ = composition_bound(net, net_hat, X, softmax_const)
+    lhs, rhs, _, _ = P._composition_sides(Ws, Ws + eps * Es, w, w, X, act, 1.0, softmax_const)
     return weaken * lhs / rhs if rhs > 0 else 0.0
 
 

@@ -455,32 +455,51 @@ def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
     (the row norm ``≤ B_φ`` is inside ``d_M``). Returns ``(lhs, rhs, d, kappa)`` with
     ``lhs = max_i |f_W(X_i) − f_Ŵ(X_i)|`` and ``rhs = Σ_j κ_j d_j``; the lemma says ``lhs ≤ rhs``.
     """
+    if (net.L != net_hat.L or net.N != net_hat.N or net.act != net_hat.act
+            or net.logit_scale != net_hat.logit_scale):
+        raise ValueError("net and net_hat must have the same depth, width, activation and logit scale")
+    mats, mats_hat = (np.array([(b.W_QK, b.W_V, b.W_M) for b in n.blocks]) for n in (net, net_hat))
+    return _composition_sides(mats, mats_hat, net.w, net_hat.w, X, net.act, net.logit_scale, softmax_const)
+
+
+def _row_norms(A):
+    """``np.linalg.norm(A, axis=-1)`` of a real float array, without its dispatch: the same ufuncs in the
+    same order (``√Σ a²`` along the last axis), so the same bits."""
+    return np.sqrt(np.add.reduce(A * A, axis=-1))
+
+
+def _composition_sides(mats, mats_hat, w, w_hat, X, act, logit_scale, softmax_const):
+    """:func:`composition_bound` on the matrices ``mats``, ``mats_hat`` (shape ``(L, 3, N, N)``, types QK, V,
+    M) and readouts of the two networks; the adversarial searches of Chapter 3 call it directly."""
     from . import model as M
 
-    if net.L != net_hat.L or net.N != net_hat.N or net.act != net_hat.act:
-        raise ValueError("net and net_hat must have the same depth, width and activation")
     Xb = np.asarray(X, dtype=np.float64)
     Xb = Xb[None] if Xb.ndim == 2 else Xb
-    phi = M.activation(net.act)
-    C = np.array([[np.linalg.norm(W, 2) for W in (b.W_QK, b.W_V, b.W_M)] for b in net.blocks])
-    g = log_gamma(C[:, 2], C[:, 1], C[:, 0], L_phi=net.L_phi, softmax_const=softmax_const)
-    la = log_alpha(log_layer_lipschitz(C[:, 2], C[:, 1], C[:, 0], net.L_phi, softmax_const))
-    wn = float(np.linalg.norm(net.w))
+    L, N = mats.shape[0], mats.shape[-1]
+    phi, L_phi = M.activation(act), M.ACTIVATION_LIPSCHITZ[act]
+    C = np.linalg.svd(mats, compute_uv=False).max(axis=-1)  # ‖W‖₂ of every matrix (LAPACK per matrix)
+    c = float(softmax_const)
+    g = _log_gamma(C[:, 2], C[:, 1], c, np.log(L_phi), np.log(1.0))
+    la = _log_alpha(_log_lambda(C[:, 2], C[:, 1], C[:, 0], L_phi, c))
+    wn = float(np.linalg.norm(w))
     Z = project_rows(Xb)
     d, kappa = [], []
-    for ell, (b, bh) in enumerate(zip(net.blocks, net_hat.blocks)):
-        rows = Z.reshape(-1, net.N)
-        d.append(float(np.max(np.linalg.norm(rows @ (bh.W_QK - b.W_QK), axis=1))))
-        d.append(float(np.max(np.linalg.norm(rows @ (bh.W_V - b.W_V), axis=1))))
-        Y = project_rows(M.attention(Z, bh.W_QK, bh.W_V, net.logit_scale))
-        F = phi(Y).reshape(-1, net.N)
-        d.append(float(np.max(np.linalg.norm(F @ (bh.W_M - b.W_M), axis=1))))
+    for ell in range(L):
+        (W_QK, W_V, W_M), (H_QK, H_V, H_M) = mats[ell], mats_hat[ell]
+        rows = Z.reshape(-1, N)
+        d.append(float(np.max(_row_norms(rows @ (H_QK - W_QK)))))
+        d.append(float(np.max(_row_norms(rows @ (H_V - W_V)))))
+        # the layer of the hybrid: the block of net_hat (the loop of model.block_forward, its φ(Ŷ) kept)
+        F = phi(project_rows(M.attention(Z, H_QK, H_V, logit_scale)))
+        d.append(float(np.max(_row_norms(F.reshape(-1, N) @ (H_M - W_M)))))
         kappa += [wn * np.exp(g["QK"][ell] + la[ell]), wn * np.exp(g["V"][ell] + la[ell]), wn * np.exp(la[ell])]
-        Z = M.block_forward(Z, bh, net.act, net.logit_scale)
+        Z = project_rows(F @ H_M)
     # the readout of net_hat must equal that of net (a learned readout is one more piece, κ = 1)
-    d.append(float(np.max(np.abs(Z[:, 0, :] @ (net_hat.w - net.w)))))
+    d.append(float(np.max(np.abs(Z[:, 0, :] @ (w_hat - w)))))
     kappa.append(1.0)
-    lhs = float(np.max(np.abs(M.forward(net, Xb) - M.forward(net_hat, Xb))))
+    # Z is now net_hat's last hidden state: its readout is f_Ŵ (model.forward's last line)
+    f = M._blocks_forward(project_rows(Xb), mats, phi, logit_scale)[:, 0, :] @ w
+    lhs = float(np.max(np.abs(f - Z[:, 0, :] @ w_hat)))
     d, kappa = np.array(d), np.array(kappa)
     return lhs, float(np.sum(d * kappa)), d, kappa
 
