@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..theory.model import MULTI_HEAD_MATRIX_TYPES, project_rows
-from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, log_gamma_multihead,
-                                  log_layer_lipschitz_multihead, multihead_block_forward,
+from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, _row_norms, _spectral_norms,
+                                  log_gamma_multihead, log_layer_lipschitz_multihead, multihead_block_forward,
                                   multihead_composition_bound)
 from .ch3_single_head import _compose_claims
 from .harness import CheckResult, Falsification, _spectral, _worst_ratios, falsify
@@ -90,15 +90,13 @@ def _mh_layer_ratio(x, H, N, Nf, T, act, softmax_const, weaken):
     phi, Lp = _MH_ACTS[act]
     X = project_rows(x[k:k + T * N].reshape(T, N))
     Xp = project_rows(x[k + T * N:k + 2 * T * N].reshape(T, N))
-    den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
+    den = float(np.max(_row_norms(X - Xp)))
     if den < 1e-12:
         return 0.0
-    num = float(np.max(np.linalg.norm(multihead_block_forward(X, *lay, phi) - multihead_block_forward(Xp, *lay, phi),
-                                      axis=-1)))
-    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
-    lam = float(np.exp(log_layer_lipschitz_multihead(np.array([nrm(lay[2])]), np.array([nrm(lay[3])]),
-                                                     np.array([[nrm(v) for v in lay[1]]]),
-                                                     np.array([[nrm(q) for q in lay[0]]]), Lp, softmax_const)[0]))
+    num = float(np.max(_row_norms(multihead_block_forward(X, *lay, phi) - multihead_block_forward(Xp, *lay, phi))))
+    CQV = _spectral_norms(np.array(lay[0] + lay[1]))  # the heads' ‖QK_h‖₂ then ‖Ṽ_h‖₂, one batched SVD
+    lam = float(np.exp(log_layer_lipschitz_multihead(_spectral_norms(lay[2][None]), _spectral_norms(lay[3][None]),
+                                                     CQV[None, H:], CQV[None, :H], Lp, softmax_const)[0]))
     return weaken * num / (lam * den)
 
 
@@ -139,13 +137,12 @@ def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
         P[i][0] = P[i][0] + E
     else:
         P[i] = P[i] + E
-    dE = float(np.linalg.norm(E, 2))
+    dE = float(_spectral_norms(E))
     if dE == 0:
         return 0.0
-    d = float(np.max(np.linalg.norm(multihead_block_forward(X, QK, V, Mi, Mo, phi)
-                                    - multihead_block_forward(X, *P, phi), axis=-1)))
-    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
-    g = log_gamma_multihead(nrm(Mi), nrm(Mo), np.array([nrm(v) for v in V]), np.array([nrm(q) for q in QK]),
+    d = float(np.max(_row_norms(multihead_block_forward(X, QK, V, Mi, Mo, phi) - multihead_block_forward(X, *P, phi))))
+    CQV = _spectral_norms(np.array(QK + V))  # the heads' ‖QK_h‖₂ then ‖Ṽ_h‖₂, one batched SVD
+    g = log_gamma_multihead(float(_spectral_norms(Mi)), float(_spectral_norms(Mo)), CQV[H:], CQV[:H],
                             L_phi=Lp, softmax_const=softmax_const, phi_bound=Lp)
     gam = np.exp(g[which])
     gam = float(np.ravel(gam)[0])

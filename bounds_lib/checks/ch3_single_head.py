@@ -239,12 +239,6 @@ def adversarial_layer_lipschitz(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken
                          np.concatenate([f.adversarial for f in parts]))
 
 
-def _spectral_norms(stack):
-    """``‖W‖₂`` of every matrix of a stack ``(..., m, n)``: one batched LAPACK call, the same ``gesdd`` per
-    matrix as ``np.linalg.norm(W, 2)`` and bitwise its value (pinned in ``tests/test_searches_speed.py``)."""
-    return np.linalg.svd(stack, compute_uv=False).max(axis=-1)
-
-
 def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_MATRIX_TYPES):
     """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network).
 
@@ -265,7 +259,7 @@ def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_M
     phi, L_phi = M.ACTIVATIONS[act], M.ACTIVATION_LIPSCHITZ[act]
     f, f2 = (float((M._blocks_forward(H, mats, phi, 1.0)[:, 0, :] @ w)[0]) for mats in (Ws, Ws + eps * Es))
     d = abs(f - f2)
-    S = _spectral_norms(np.stack((Ws, Es)))
+    S = P._spectral_norms(np.stack((Ws, Es)))
     C, D = S[0], eps * S[1]
     c, lp = float(softmax_const), np.log(L_phi)
     # log_gamma and log_layer_lipschitz past their validation (C is finite and >= 0 by construction)

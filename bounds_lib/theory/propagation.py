@@ -431,6 +431,18 @@ def bilinear_logit_bound(spectral_norm, theta, factor=2.0):
     return check_scalar(factor, "factor", float, **_POSITIVE) * C * th
 
 
+def _row_norms(A):
+    """``np.linalg.norm(A, axis=-1)`` of a real float array, without its dispatch: the same ufuncs in the
+    same order (``√Σ a²`` along the last axis), so the same bits. For the searches' inner loops."""
+    return np.sqrt(np.add.reduce(A * A, axis=-1))
+
+
+def _spectral_norms(stack):
+    """``‖W‖₂`` of every matrix of a stack ``(..., m, n)``: one batched LAPACK call, the same ``gesdd`` per
+    matrix as ``np.linalg.norm(W, 2)`` and bitwise its value (pinned in ``tests/test_searches_speed.py``)."""
+    return np.linalg.svd(stack, compute_uv=False).max(axis=-1)
+
+
 def multihead_block_forward(X, QK_heads, V_heads, M_in, M_out, phi, logit_scale=1.0):
     """Multi-head block ``Π_norm(φ(Π_norm(Σ_h softmax(s·X QK_h Xᵀ) X Ṽ_h) M_in) M_out)`` (batched X).
 
@@ -462,12 +474,6 @@ def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
     return _composition_sides(mats, mats_hat, net.w, net_hat.w, X, net.act, net.logit_scale, softmax_const)
 
 
-def _row_norms(A):
-    """``np.linalg.norm(A, axis=-1)`` of a real float array, without its dispatch: the same ufuncs in the
-    same order (``√Σ a²`` along the last axis), so the same bits."""
-    return np.sqrt(np.add.reduce(A * A, axis=-1))
-
-
 def _composition_sides(mats, mats_hat, w, w_hat, X, act, logit_scale, softmax_const):
     """:func:`composition_bound` on the matrices ``mats``, ``mats_hat`` (shape ``(L, 3, N, N)``, types QK, V,
     M) and readouts of the two networks; the adversarial searches of Chapter 3 call it directly."""
@@ -477,7 +483,7 @@ def _composition_sides(mats, mats_hat, w, w_hat, X, act, logit_scale, softmax_co
     Xb = Xb[None] if Xb.ndim == 2 else Xb
     L, N = mats.shape[0], mats.shape[-1]
     phi, L_phi = M.activation(act), M.ACTIVATION_LIPSCHITZ[act]
-    C = np.linalg.svd(mats, compute_uv=False).max(axis=-1)  # ‖W‖₂ of every matrix (LAPACK per matrix)
+    C = _spectral_norms(mats)
     c = float(softmax_const)
     g = _log_gamma(C[:, 2], C[:, 1], c, np.log(L_phi), np.log(1.0))
     la = _log_alpha(_log_lambda(C[:, 2], C[:, 1], C[:, 0], L_phi, c))
@@ -525,16 +531,14 @@ def multihead_composition_bound(layers, layers_hat, w, X, phi, L_phi, softmax_co
     ``Λ`` — all from the norms of ``layers`` (the later pieces of every hybrid). ``lhs = max_i |f_W − f_Ŵ|``,
     ``rhs = Σ_j κ_j d_j``; the theorem says ``lhs ≤ rhs``. Returns ``(lhs, rhs)``.
     """
-    nrm = lambda A: float(np.linalg.norm(A, 2))  # noqa: E731
-    CQ = np.array([[nrm(q) for q in lay[0]] for lay in layers])
-    CV = np.array([[nrm(v) for v in lay[1]] for lay in layers])
-    Cmi, Cmo = np.array([nrm(lay[2]) for lay in layers]), np.array([nrm(lay[3]) for lay in layers])
+    # ‖·‖₂ of every QK_h (L, H), Ṽ_h (L, H), M_in (L,), M_out (L,): one batched SVD per matrix type
+    CQ, CV, Cmi, Cmo = (_spectral_norms(np.array([lay[i] for lay in layers])) for i in range(4))
     la = log_alpha(log_layer_lipschitz_multihead(Cmi, Cmo, CV, CQ, L_phi, softmax_const))
     c, wn = float(softmax_const), float(np.linalg.norm(w))
     Xb = np.asarray(X, dtype=np.float64)
     Z = project_rows(Xb[None] if Xb.ndim == 2 else Xb)
     rhs = 0.0
-    dist = lambda R, D: float(np.max(np.linalg.norm(R.reshape(-1, D.shape[0]) @ D, axis=1)))  # noqa: E731
+    dist = lambda R, D: float(np.max(_row_norms(R.reshape(-1, D.shape[0]) @ D)))  # noqa: E731
     for ell, ((QK, V, Mi, Mo), (QKh, Vh, Mih, Moh)) in enumerate(zip(layers, layers_hat)):
         a = wn * np.exp(la[ell])
         for h in range(len(QK)):
