@@ -216,8 +216,10 @@ def test_composition_bound_against_its_formula():
     assert np.isclose(lhs, np.max(np.abs(M.forward(net, X) - M.forward(hat, X))))
     one = P.composition_bound(net, hat, X[0])  # a single input (T, N) works like a batch of one
     assert np.isclose(one[0], abs(M.forward(net, X[0]) - M.forward(hat, X[0])))
-    for other in (M.random_transformer(2, 4, rng), M.random_transformer(2, 3, rng, act="relu")):
-        with pytest.raises(ValueError, match=r"^net and net_hat must have the same depth, width and activation$"):
+    other_scale = M.SingleHeadTransformer(hat.blocks, hat.w, act=hat.act, logit_scale=2 * hat.logit_scale)
+    for other in (M.random_transformer(2, 4, rng), M.random_transformer(2, 3, rng, act="relu"), other_scale):
+        with pytest.raises(ValueError, match=r"^net and net_hat must have the same depth, width, activation and "
+                                             r"logit scale$"):
             P.composition_bound(net, other, X)
 
 

@@ -552,5 +552,6 @@ def multihead_composition_bound(layers, layers_hat, w, X, phi, L_phi, softmax_co
         F = phi(Y @ Mih)
         rhs += a * dist(F, Moh - Mo)
         Z = project_rows(F @ Moh)
-    lhs = float(np.max(np.abs(multihead_forward(layers, w, Xb, phi) - multihead_forward(layers_hat, w, Xb, phi))))
+    # Z is now the last hidden state of layers_hat: its readout is f_Ŵ (multihead_forward's last line)
+    lhs = float(np.max(np.abs(multihead_forward(layers, w, Xb, phi) - Z[..., 0, :] @ w)))
     return lhs, rhs
