@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..theory.model import MULTI_HEAD_MATRIX_TYPES, project_rows
-from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, _row_norms, _spectral_norms,
-                                  log_gamma_multihead, log_layer_lipschitz_multihead, multihead_block_forward,
-                                  multihead_composition_bound)
+from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, _log_gamma_mh, _row_norms,
+                                  _spectral_norms, log_gamma_multihead, log_layer_lipschitz_multihead,
+                                  multihead_block_forward, multihead_composition_bound)
 from .ch3_single_head import _compose_claims
 from .harness import CheckResult, Falsification, _spectral, _worst_ratios, falsify
 
@@ -142,8 +142,8 @@ def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
         return 0.0
     d = float(np.max(_row_norms(multihead_block_forward(X, QK, V, Mi, Mo, phi) - multihead_block_forward(X, *P, phi))))
     CQV = _spectral_norms(np.array(QK + V))  # the heads' ‖QK_h‖₂ then ‖Ṽ_h‖₂, one batched SVD
-    g = log_gamma_multihead(float(_spectral_norms(Mi)), float(_spectral_norms(Mo)), CQV[H:], CQV[:H],
-                            L_phi=Lp, softmax_const=softmax_const, phi_bound=Lp)
+    # log_gamma_multihead past its validation (the norms are finite and >= 0 by construction)
+    g = _log_gamma_mh(_spectral_norms(Mi), _spectral_norms(Mo), CQV[H:], CQV[:H], float(softmax_const), Lp, Lp)
     gam = np.exp(g[which])
     gam = float(np.ravel(gam)[0])
     return weaken * d / (gam * dE)

@@ -260,18 +260,31 @@ def log_gamma_multihead(C_Min, C_Mout, C_V_h, C_QK_h, L_phi=None, softmax_const=
     except ValueError:
         raise ValueError(f"shapes do not broadcast: C_Min {Cmi.shape}, C_Mout {Cmo.shape}, "
                          f"C_V_h {V.shape}, C_QK_h {QK.shape}") from None
+    if L_phi is not None:
+        L_phi = check_scalar(L_phi, "L_phi", float, **_POSITIVE)
+        phi_bound = check_scalar(phi_bound, "phi_bound", float, **_POSITIVE)
+    out = _log_gamma_mh(Cmi0, Cmo0, V, QK, c, L_phi, phi_bound)
+    return {k: (v if np.ndim(v) else float(v)) for k, v in out.items()}
+
+
+def _log_gamma_mh(Cmi, Cmo, V, QK, c, L_phi, phi_bound):
+    """:func:`log_gamma_multihead` on validated arrays (per layer ``Cmi``, ``Cmo``; per head ``V``, ``QK``) and
+    constants; also the searches' inner loop."""
+    Cmi0, Cmo0 = Cmi, Cmo
+    if V.ndim > Cmi.ndim:
+        Cmi = Cmi.reshape(Cmi.shape + (1,) * (V.ndim - Cmi.ndim))
+        Cmo = Cmo.reshape(Cmo.shape + (1,) * (V.ndim - Cmo.ndim))
     if L_phi is None:
         lp, m_out = 0.0, np.zeros(np.broadcast_shapes(Cmi0.shape, Cmo0.shape))
     else:
-        lp = np.log(check_scalar(L_phi, "L_phi", float, **_POSITIVE))
-        m_out = np.log(check_scalar(phi_bound, "phi_bound", float, **_POSITIVE)) + _log(Cmi0) + 0.0 * Cmo0
-    out = {
+        lp = np.log(L_phi)
+        m_out = np.log(phi_bound) + _log(Cmi0) + 0.0 * Cmo0
+    return {
         "QK": np.log(c) + _log(V) + _log(Cmo) + _log(Cmi) + lp + 0.0 * QK,
         "V": _log(Cmo) + _log(Cmi) + lp + 0.0 * V,
         "M_in": _log(Cmo0) + lp + 0.0 * Cmi0,
         "M_out": m_out,
     }
-    return {k: (v if np.ndim(v) else float(v)) for k, v in out.items()}
 
 
 def log_scale_K(log_gamma, log_alpha, L):
