@@ -201,7 +201,7 @@ def _block_ratio(x, T, N, softmax_const, weaken, qk="identity"):
     q = float(np.exp(np.clip(x[0], -4.0, 4.0)))
     X = project_rows(x[1:1 + T * N].reshape(T, N))
     Xp = project_rows(x[1 + T * N:1 + 2 * T * N].reshape(T, N))
-    den = float(np.max(np.linalg.norm(X - Xp, axis=-1)))
+    den = float(np.max(P._row_norms(X - Xp)))
     if den < 1e-12:
         return 0.0
     sign = np.ones(N)
@@ -209,10 +209,12 @@ def _block_ratio(x, T, N, softmax_const, weaken, qk="identity"):
         sign[0] = -1.0
     elif qk != "identity":
         raise ValueError(f"qk must be 'identity' or 'indefinite', got {qk!r}")
-    blk = M.Block(q * np.diag(sign), np.eye(N), np.eye(N))
-    diff = M.block_forward(X, blk, "identity") - M.block_forward(Xp, blk, "identity")
-    num = float(np.max(np.linalg.norm(diff, axis=-1)))
-    lam = float(np.exp(log_layer_lipschitz(1.0, 1.0, q, 1.0, softmax_const)))
+    # block_forward and log_layer_lipschitz past their validation (the matrices are built here)
+    blk = ((q * np.diag(sign), np.eye(N), np.eye(N)),)
+    phi = M.ACTIVATIONS["identity"]
+    diff = M._blocks_forward(X, blk, phi, 1.0) - M._blocks_forward(Xp, blk, phi, 1.0)
+    num = float(np.max(P._row_norms(diff)))
+    lam = float(np.exp(P._log_lambda(1.0, 1.0, q, 1.0, float(softmax_const))))
     return weaken * num / (lam * den)
 
 
