@@ -26,9 +26,10 @@ RECORDED = {
               [1.0, 1.0, 1.0, 1.0, 0.7537494398141231, 0.9868488984167404, 0.7071871806192965,
                0.9998863109584668, 0.8528048906655373, 1.0, 1.0]),
     "layer": (lambda: np.concatenate([
-        S.adversarial_layer_lipschitz(rng(4), trials=10, restarts=1, maxiter=150, tokens=(2, 3), qs=(1.0, 3.0)).adversarial,
-        S.adversarial_layer_lipschitz(rng(4), trials=10, restarts=1, maxiter=150, tokens=(3,), qs=(3.0,), qk="indefinite",
-                                      softmax_const=0.5).adversarial]),
+        S.adversarial_layer_lipschitz(rng(4), trials=10, restarts=1, maxiter=150, tokens=(2, 3),
+                                      qs=(1.0, 3.0)).adversarial,
+        S.adversarial_layer_lipschitz(rng(4), trials=10, restarts=1, maxiter=150, tokens=(3,), qs=(3.0,),
+                                      qk="indefinite", softmax_const=0.5).adversarial]),
               [0.5201468625718814, 0.2549558967553788, 0.39518203017417936, 0.22763040084502179, 0.4763453839379233]),
     "param": (lambda: S.adversarial_parameter_perturbation(rng(1), trials=20, maxiter=200).adversarial,
               [0.34721930297983106, 0.26345835341558027, 0.09860394646905413, 0.06367580378748941]),
