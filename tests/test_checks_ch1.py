@@ -18,9 +18,9 @@ def recorded(monkeypatch):
     seen = {"W": [], "search": []}
     real = CH1.norm_inequality_ratios
 
-    def ratios(W, weaken=1.0):
+    def ratios(W, weaken=1.0, names=None):
         seen["W"].append((np.array(W), weaken))
-        return real(W, weaken)
+        return real(W, weaken, names)
 
     def search(f, starts, maxiter):
         seen["search"].append((np.array(starts), maxiter, f(starts[0])))
@@ -64,7 +64,8 @@ def test_a_weakened_run_divides_every_right_side_and_says_so(recorded):
 
 
 def test_the_defaults_are_4000_draws_two_starts_a_4_by_5_matrix_and_4000_iterations(recorded, monkeypatch):
-    monkeypatch.setattr(CH1, "norm_inequality_ratios", lambda W, weaken=1.0: dict.fromkeys(NORM_INEQUALITIES, 0.5))
+    monkeypatch.setattr(CH1, "norm_inequality_ratios",
+                        lambda W, weaken=1.0, names=None: dict.fromkeys(NORM_INEQUALITIES, 0.5))
     out = CH1.falsify_norm_inequalities(np.random.default_rng(3))
     assert all(f.trials == 4000 for f in out)
     assert {(s.shape, m) for s, m, _ in recorded["search"]} == {((2, 20), 4000)}
