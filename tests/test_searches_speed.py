@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bounds_lib.checks import ch1_norms as C1, ch3_multihead as MH, ch3_single_head as S
-from bounds_lib.theory import propagation as P
+from bounds_lib.theory import model as M, propagation as P
 
 #: Tolerance of the recorded worst ratios on another machine (0 differences on the recording machine).
 RTOL = 1e-9
@@ -64,6 +64,8 @@ def test_batched_norms_are_the_bits_of_numpy_norm():
         mats = A.reshape(-1, *shape[-2:])
         assert P._spectral_norms(A).ravel().tolist() == [np.linalg.norm(W, 2) for W in mats]
         assert P._row_norms(A).tolist() == np.linalg.norm(A, axis=-1).tolist()
+        assert M.project_rows(A).tolist() == (A / np.maximum(np.linalg.norm(A, axis=-1, keepdims=True), 1.0)).tolist()
+    assert M.project_rows([[3, 4], [0, 1]]).tolist() == [[0.6, 0.8], [0.0, 1.0]]  # integers take numpy's norm
 
 
 def test_a_non_finite_point_has_ratio_zero_as_the_models_validation_gave():
