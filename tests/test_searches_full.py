@@ -5,8 +5,9 @@ Chapter 3 shows every bound attained by a witness (:mod:`bounds_lib.checks.ch3_w
 budgets the chapter used to run (several minutes in all) run here, marked ``slow`` (``make test`` runs
 them, in parallel with the rest of the suite; ``make unit`` leaves them out). Each check's claims
 include its own power (a weakened bound or a false constant that the search must break); the chapter
-prints the short searches' worst ratio per depth. Measured on a shared 2-core machine: about 7, 53, 65,
-150 and 360 s (the multi-head composition runs depths 1 and 2 with tanh and 3·tanh).
+prints the short searches' worst ratio per depth. Their seconds on 2 quiet cores are listed in
+``benchmarks/BUILD_TIMES.md`` (``tests/durations.json`` orders the suite by them); ``tests/test_searches_speed.py``
+pins the searches' worst ratios at small budgets to those of the code before it was made faster.
 """
 from __future__ import annotations
 
