@@ -88,7 +88,7 @@ def cell_groups(cells) -> list:
 
 def shuffled_in_cells(values, cells, seed: int = 0, groups=None) -> np.ndarray:
     """``values`` permuted inside every cell (:func:`bounds_lib.studies.controls.shuffled_control`, ``seed``);
-    ``groups``: :func:`cell_groups` of ``cells``, if already computed.
+    ``groups``: ``cell_groups`` of ``cells``, if already computed.
 
     >>> shuffled_in_cells(np.arange(4.0), np.array([0, 1, 0, 1]), seed=0)[[0, 2]].tolist() in ([0.0, 2.0], [2.0, 0.0])
     True
@@ -112,7 +112,7 @@ def bootstrap(rows, design: Design, n_boot: int = 1000, seed: int = 0) -> np.nda
 
 def stratified_tau(m, g, cells, W, groups=None) -> np.ndarray:
     """Kendall's ``τ_b`` inside every cell, pooled over cells with the cell's pair count as weight
-    (``groups``: :func:`cell_groups` of ``cells``, if already computed).
+    (``groups``: ``cell_groups`` of ``cells``, if already computed).
 
     One value per row of the weights ``W`` (a cell's pairs are ``(w² − w)/2`` for its drawn rows ``w``);
     a cell with a constant drawn gap is left out, one with a constant measure scores 0.

@@ -60,7 +60,7 @@ def grouped_kendall(x, y, W, groups, constant_x: float = np.nan) -> np.ndarray:
     """:func:`weighted_kendall` inside every group of row indices ``groups``: shape ``(len(groups), B)``.
 
     Small groups are summed all at once over the list of their pairs; a group of more than
-    :data:`PAIRS_UP_TO` rows by :func:`weighted_kendall` itself.
+    ``PAIRS_UP_TO`` rows by :func:`weighted_kendall` itself.
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     W = np.atleast_2d(np.asarray(W, dtype=float))
