@@ -97,8 +97,10 @@ def test_the_confstr_asked_is_glibcs_version(libc, monkeypatch):
 def test_the_blas_threads_are_the_fewest_of_the_blas_libraries(monkeypatch, info, threads):
     import threadpoolctl
 
+    from bounds_lib.analysis import threads as THREADS
+
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: info)
-    assert POOL._blas_threads() == threads
+    assert THREADS._blas_threads() == threads
 
 
 # --- a worker's start --------------------------------------------------------------------------------

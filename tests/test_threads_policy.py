@@ -94,3 +94,69 @@ def test_threads_is_validated_like_jobs():
         compute_spectra(sd, config=cfg, threads=-1)
     with pytest.raises(TypeError, match="threads"):
         compute_spectra(sd, config=cfg, threads=1.5)
+
+
+#: A library loaded inside a block (SciPy's own OpenBLAS, on ``import scipy.linalg``; torch's OpenMP): the
+#: thread counts of every loaded pool inside the block and after it, with and without
+#: :func:`limit_new_libraries`, through the kernel's blocked QR, which imports SciPy itself (recorded at its
+#: final SVD, once the QR has run), and through the devices' torch import.
+_LOADED_INSIDE = r"""
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+import bounds_lib.analysis.devices as D
+import bounds_lib.analysis.kernel as K
+from bounds_lib.analysis.threads import blas_threads, limit_new_libraries
+
+def counts():
+    return sorted((i["filepath"].rsplit("/", 1)[-1], i["num_threads"]) for i in threadpool_info())
+
+how, seen = sys.argv[1], {}
+limit_new_libraries()  # outside every block: nothing to limit, and nothing fails
+if how == "kernel":
+    real = K.svdvals
+    def spy(*a, **kw):
+        seen["inside"] = counts()
+        return real(*a, **kw)
+    K.svdvals = spy
+with blas_threads(1):
+    if how == "kernel":
+        K._tsqr_spectrum(np.random.default_rng(0).standard_normal((300, 40)), np.dtype("float64"))
+    elif how == "torch":
+        D._torch()  # torch's OpenMP (a torch device's SVDs), loaded inside the block
+        seen["inside"] = counts()
+    else:
+        import scipy.linalg.lapack
+        if how == "limit":
+            limit_new_libraries()
+        seen["inside"] = counts()
+seen["after"] = counts()
+print(json.dumps(seen))
+"""
+
+
+def _loaded_inside(how: str) -> dict:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", _LOADED_INSIDE, how], capture_output=True, text=True,
+                         env=clean, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["limit", "kernel", "torch"])
+def test_a_library_loaded_inside_the_block_gets_its_limit_and_its_default_back(how):
+    """SciPy's OpenBLAS, loaded by the kernel's blocked QR inside the block, runs on the block's one thread
+    (with both cores busy, its default two spinning threads made ``--jobs 1`` on a 1.1B-shaped layer more
+    than six times slower); after the block every library is back at its default."""
+    seen = _loaded_inside(how)
+    assert len(seen["inside"]) >= 2  # NumPy's OpenBLAS and SciPy's (or torch's OpenMP)
+    assert {n for _, n in seen["inside"]} == {1}
+    assert {n for _, n in seen["after"]} == {POOL._cores()}
+    assert [lib for lib, _ in seen["after"]] == [lib for lib, _ in seen["inside"]]
+
+
+def test_without_it_the_library_loaded_inside_keeps_the_machine_default():
+    """Why the kernel calls :func:`limit_new_libraries`: the block's limit alone misses SciPy's OpenBLAS."""
+    seen = _loaded_inside("import only")
+    assert sorted(n for _, n in seen["inside"]) == [1, POOL._cores()]

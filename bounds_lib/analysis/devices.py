@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .threads import limit_new_libraries
+
 __all__ = ["DEVICE_CHOICES", "AGREEMENT_C", "Device", "is_device_name", "resolve_device", "svdvals", "agreement_tol",
            "spectra_agree"]
 
@@ -67,6 +69,7 @@ def _torch():
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency of the package
         raise RuntimeError("--device other than cpu needs torch (pip install torch)") from None
+    limit_new_libraries()  # torch's OpenMP and BLAS, loaded by that import, get the caller's thread limit
     return torch
 
 

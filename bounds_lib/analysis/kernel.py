@@ -34,6 +34,7 @@ from ..checkpoints.layers import _read_layer, part_kind
 from ..theory.norms import _SAFE_EXPONENT, RANK_RTOL, _pow2_scaled, numerical_rank
 from .cache import SpectraCache
 from .devices import resolve_device, svdvals
+from .threads import limit_new_libraries
 
 __all__ = [
     "MODES",
@@ -392,6 +393,8 @@ def _tsqr_spectrum(W: np.ndarray, working: np.dtype, chunk_bytes: int | None = N
     blocks of at most ``chunk_bytes`` (default ``_CHUNK_BYTES``; the caller's, so that every worker
     blocks alike and gives the same bits)."""
     from scipy.linalg import lapack
+
+    limit_new_libraries()  # SciPy's own OpenBLAS, loaded by that import, gets the caller's thread limit
 
     m = max(float(W.max()), -float(W.min())) if W.size else 0.0
     e = 0 if (m == 0.0 or 2.0 ** -_SAFE_EXPONENT <= m <= 2.0 ** _SAFE_EXPONENT) else math.frexp(m)[1]

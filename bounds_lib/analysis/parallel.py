@@ -48,7 +48,8 @@ from ..core.interrupts import raise_pending, signals_held
 from ..core.validation import check_scalar
 from .cluster import SCHEDULER_TIMEOUT_S, dask_results, dask_session
 from .kernel import _CHUNK_BYTES, MB
-from .pool import _blas_threads, _record, choose_workers, plan_pool, process_pool
+from .pool import _record, choose_workers, plan_pool, process_pool
+from .threads import _blas_threads
 from .units import (
     WORKER_BASE_BYTES,
     UnitTask,

@@ -29,11 +29,11 @@ import numpy as np
 
 from .cluster import ClusterError
 from .kernel import MB
+from .threads import blas_threads
 from .units import _hostname
 
 __all__ = [
     "available_memory",
-    "blas_threads",
     "choose_workers",
     "plan_pool",
     "process_pool",
@@ -365,38 +365,6 @@ def tune_allocator() -> bool:
 # --------------------------------------------------------------------------------------------
 # A process pool that stops when told
 # --------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def blas_threads(threads: int):
-    """BLAS (and OpenMP) limited to ``threads`` threads inside the block; ``0`` leaves them as they are.
-
-    The one thread policy of the API (``threads=`` of :func:`~bounds_lib.analysis.spectra.compute_spectra`
-    and :func:`~bounds_lib.analysis.scoring.analyze`, default 1) and of the command (``--threads``,
-    default 1): the matrices are small, and threaded BLAS beside another busy process can be many times
-    slower. NumPy's BLAS library is loaded first: threadpoolctl limits only libraries already loaded, so
-    a limit set before ``numpy.linalg`` was first imported would limit nothing. The limits in force
-    before are restored at the end; a limit the environment set before import
-    (``OPENBLAS_NUM_THREADS=1``) is a limit as well."""
-    if threads == 0:
-        yield
-        return
-    import numpy.linalg  # noqa: F401  (NumPy's OpenBLAS; the analysis uses no other, and never imports SciPy)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(threads):
-        yield
-
-
-def _blas_threads():
-    """The caller's BLAS thread count (what a worker uses, so that its numbers are the caller's)."""
-    try:
-        from threadpoolctl import threadpool_info
-
-        counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
-        return min(counts) if counts else None
-    except Exception:  # pragma: no cover - threadpoolctl is a dependency
-        return None
 
 
 def _worker_init(parent_pid: int, initializer=None):

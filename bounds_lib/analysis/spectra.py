@@ -28,7 +28,7 @@ from .cluster import SCHEDULER_TIMEOUT_S
 from .devices import resolve_device
 from .kernel import MODES
 from .parallel import run_units
-from .pool import blas_threads
+from .threads import blas_threads
 from .units import unit_steps, work_units
 
 __all__ = [
@@ -135,7 +135,7 @@ def compute_spectra(model, *, mode: str = "clean", dtype="float64", n_layers: in
         timeout is in seconds).
     threads : int
         BLAS threads of the decompositions here and in every worker (default 1, as the command's
-        ``--threads``; ``0`` leaves the BLAS default): :func:`bounds_lib.analysis.pool.blas_threads`.
+        ``--threads``; ``0`` leaves the BLAS default): :func:`bounds_lib.analysis.threads.blas_threads`.
     jobs : int
         Workers (``0``: chosen — one per free CPU core where :func:`bounds_lib.analysis.pool.plan_pool`
         estimates that starting them pays, else this process; default 1: in this process — the

@@ -324,9 +324,9 @@ def run_unit(task: UnitTask, source: TensorSource | None = None, cache=None) -> 
             return {"matrices": mats, "computed": False, "stored": True, "first_task_started": first}
     src = source if source is not None else task.opener.open()
     if task.blas_threads and source is None:  # a worker process (threads share the caller's limit)
-        from threadpoolctl import threadpool_limits
+        from .threads import blas_threads
 
-        with threadpool_limits(task.blas_threads, user_api="blas"):
+        with blas_threads(task.blas_threads):
             mats = _compute(src, task, cache)
     else:
         mats = _compute(src, task, cache)

@@ -271,7 +271,7 @@ def _main(argv: list, own_process: bool) -> int:
             preflight._check_outputs(args)
             run = {"analyze": analyze._cmd_analyze, "compare": compare._cmd_compare,
                    "scaling": scaling._cmd_scaling}[args.command]
-            from ..analysis.pool import blas_threads
+            from ..analysis.threads import blas_threads
 
             with blas_threads(args.threads):  # the API's policy (scoring and plots included)
                 rc = run(args)

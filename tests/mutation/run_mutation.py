@@ -91,6 +91,9 @@ TESTS = {
     "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_resume_checks.py", "tests/test_units.py",
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
+    # one thread limit for the API, the command and the workers, libraries loaded inside it included
+    "threads": ["tests/test_threads_policy.py", "tests/test_pool_process.py",
+                "tests/test_units.py::test_a_worker_process_limits_blas_to_its_share_of_the_cores"],
     # the pool's choice and its parts in this process (the stopping tests run them in spawned workers, unseen)
     "pool": ["tests/test_pool_choice.py", "tests/test_pool_inputs.py", "tests/test_pool_process.py",
              "tests/test_stopping.py::test_cgroup_v2_reads_the_process_own_group_and_its_tightest_ancestor",
@@ -159,7 +162,8 @@ PATHS = {
     "parallel": "analysis.parallel", "devices": "analysis.devices", "report": "analysis.report",
     "stats": "studies.stats", "results": "studies.results", "reproduce": "studies.reproduce",
     "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
-    "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool", "cluster": "analysis.cluster",
+    "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool",
+    "threads": "analysis.threads", "cluster": "analysis.cluster",
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
     "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts", "harness": "checks.harness",
     "ch1_norms": "checks.ch1_norms", "ch2_split": "checks.ch2_split", "ch4_peeling": "checks.ch4_peeling",
