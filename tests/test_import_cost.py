@@ -5,10 +5,12 @@ On a safetensors checkpoint the command needs NumPy, safetensors, threadpoolctl 
 import what this run never uses: torch, transformers, matplotlib (no ``--plots``), SciPy, Dask, the Hub
 client (a local folder), tqdm (no progress bar), :mod:`importlib.metadata` without ``--json`` (its e-mail
 parser; a JSON report's versions are looked up in a thread while the SVDs run), :mod:`hashlib` (OpenSSL; the
-checkpoint's identity uses CPython's own BLAKE2), :mod:`csv` (no ``--csv``) or :mod:`socket`. Each was an
-eager import once, or could become one; together they were a tenth of a MiniLM run. The versions the
-report states stay those of :mod:`importlib.metadata`, and the process tuning (allocator, garbage
-collector, and its objects frozen at the end) applies to the command's own process, never to a caller of
+checkpoint's identity uses CPython's own BLAKE2), :mod:`csv` (no ``--csv``), :mod:`socket`, or
+``numpy.ma`` (17 ms, imported by the first ``np.median`` or ``np.unique``: the pool's decision and the
+report's standouts take their medians with ``bounds_lib.analysis.pool._median``). Each was an eager
+import once, or could become one; together they were a tenth of a MiniLM run. The versions the report
+states stay those of :mod:`importlib.metadata`, and the process tuning (allocator, garbage collector,
+and its objects frozen at the end) applies to the command's own process, never to a caller of
 :func:`bounds_lib.cli.main`.
 """
 import gc
@@ -27,7 +29,7 @@ from bounds_lib.cli import GC_THRESHOLDS, main
 
 #: Modules an analysis of a local safetensors checkpoint never needs.
 NOT_NEEDED = ("torch", "transformers", "matplotlib", "scipy", "dask", "distributed", "huggingface_hub", "tqdm",
-              "hashlib", "pandas")
+              "hashlib", "pandas", "numpy.ma", "statistics")
 #: ... nor, without a JSON report (``--csv`` aside), the package metadata reader and what it imports.
 METADATA = ("importlib.metadata", "email", "csv", "socket")
 

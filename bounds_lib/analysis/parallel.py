@@ -48,7 +48,7 @@ from ..core.interrupts import raise_pending, signals_held
 from ..core.validation import check_scalar
 from .cluster import SCHEDULER_TIMEOUT_S, dask_results, dask_session
 from .kernel import _CHUNK_BYTES, MB
-from .pool import _record, choose_workers, plan_pool, process_pool
+from .pool import _median, _record, choose_workers, plan_pool, process_pool
 from .threads import _blas_threads
 from .units import (
     WORKER_BASE_BYTES,
@@ -226,8 +226,8 @@ def _in_processes(run: _Run, k: int):
                 starts.append(res["first_task_started"] - t_pool)
             run.finished(futures[fut], res)
     if starts:  # each worker's start-up, as the next automatic choice will read it
-        run.meta["worker_start_measured_s"] = round(float(np.median(starts)), 3)
-        _record(worker_start_s=float(np.median(starts)))
+        run.meta["worker_start_measured_s"] = round(_median(starts), 3)
+        _record(worker_start_s=_median(starts))
 
 
 def _on_this_machine(run: _Run, jobs: int, cache):
