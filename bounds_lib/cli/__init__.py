@@ -180,7 +180,7 @@ def _add_compute_options(sp):
                     help="worker processes, each decomposing one part of a layer at a time with --threads "
                          "BLAS threads (default 0: chosen — one per free CPU core where the work pays for "
                          "starting them, fewer if memory allows fewer, else this process alone; 1: in this "
-                         "process; results are identical for every value)")
+                         "process, the Python API's default, jobs=1; results are identical for every value)")
     sp.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="dispatch the parts of the layers through this Dask distributed scheduler (extra "
                          "'grid'); the model folder must be at the same path on every worker")
@@ -205,7 +205,8 @@ def _add_run_options(sp):
     ew.add_argument("--entrywise", dest="entrywise", action="store_true", default=False,
                     help="also compute the (1,1) norms of the head products and the (1,1) extension of "
                          "B_Edelman (opt-in: they need every explicit N×N head product, about 15%% more "
-                         "time; nothing else uses them)")
+                         "time; nothing else uses them; the Python API computes them by default, "
+                         "entrywise=True)")
     ew.add_argument("--no-entrywise", dest="entrywise", action="store_false",
                     help="skip the (1,1) norms (the default)")
     sp.add_argument("--allow-download", action="store_true",
