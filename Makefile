@@ -16,13 +16,15 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TQDM_DISABLE := 1
 export PYTHONHASHSEED := 0
 STRICT := -W -n --keep-going
-# The test suite runs on every core (pytest-xdist; at most 4 workers: the longest tests bound it beyond
-# that). worksteal: each worker starts with a contiguous share of the tests and an idle one takes
+# The test suite runs one pytest-xdist worker more than the cores this process may use (at most 4: the
+# longest tests bound it beyond that): the suite waits on subprocesses, browsers and files about an
+# eighth of the time, and a third worker on 2 cores fills it (benchmarks/BUILD_TIMES.md: pytest 802 s
+# against 856 s with 2, same machine, same hour). worksteal: each worker starts with a contiguous share of the tests and an idle one takes
 # queued tests from the end of a busy one's share; tests/schedule.py opens every share with the known
 # long tests (tests/durations.json: a few take minutes), so none of them is left to run alone at the end. Not loadgroup: xdist 3.8.0 groups by renaming item._nodeid, which
 # pytest 9.2 no longer reads, so xdist_group marks are ignored; the expensive fixtures are shared
 # between workers through files instead (tests/test_notebooks_outside.py, made_once).
-TEST_JOBS ?= auto
+TEST_JOBS ?= $(shell python3 -c 'import os; print(len(os.sched_getaffinity(0)) + 1)' 2>/dev/null || echo auto)
 PYTEST_ARGS ?= -n $(TEST_JOBS) --maxprocesses 4 --dist worksteal
 
 .PHONY: venv book book-strict test unit lint browser-deps clean page format-chapters book-noexec reproducibility notebooks student lab pdf pdf-deps mutation

@@ -570,9 +570,8 @@ def analyze(model, *, mode: str = "clean", dtype="float64", n_layers: int | None
         Anything :func:`~bounds_lib.checkpoints.hub.open_checkpoint` accepts (a state dict with
         ``config=`` in ``kw``).
     mode, dtype, n_layers, cache, progress, allow_download, entrywise, jobs, layers, threads
-        As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``layers``: old name). Two defaults differ
-        from the command's, as said there: ``jobs=1`` (the command's ``--jobs`` is 0, chosen) and
-        ``entrywise=True`` (the command's is ``--no-entrywise``); ``threads=1`` is the command's.
+        As in :func:`~bounds_lib.analysis.spectra.compute_spectra` (``layers``: old name). Not the command's
+        defaults: ``jobs=1`` (``--jobs`` 0, chosen), ``entrywise=True`` (``--no-entrywise``).
     options, **kw
         As in :func:`score`; ``config``, ``download_timeout`` and ``prefix`` in ``kw`` go to
         ``compute_spectra``.
