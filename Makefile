@@ -71,7 +71,7 @@ browser-deps:
 	fi
 
 ## The test command of the README: lint (fails fast), strict book build, then every test (browser tests
-## read _build/html), on every core (PYTEST_ARGS; TEST_JOBS=0 runs it in this one process).
+## read _build/html), on one worker more than the cores (PYTEST_ARGS; TEST_JOBS=0 runs it in this one process).
 test: lint book-strict browser-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
