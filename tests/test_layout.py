@@ -325,6 +325,20 @@ def test_the_mutation_runner_knows_every_module():
             assert not test or f"def {test}(" in (ROOT / file).read_text(), (key, t)
 
 
+def test_the_mutation_runner_copies_every_local_module_conftest_imports():
+    """A helper ``conftest.py`` imports (``tests/schedule.py`` once was not) missing from ``SUPPORT`` fails
+    every mutation run's first test run: mutmut then reports every mutant as not checked."""
+    spec = importlib.util.spec_from_file_location("run_mutation", ROOT / "tests" / "mutation" / "run_mutation.py")
+    rm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rm)
+    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    local = {f"tests/{m}.py" for m in imported if (ROOT / "tests" / f"{m}.py").is_file()}
+    assert local and local - set(rm.SUPPORT) == set()
+    assert all((ROOT / f).is_file() for f in rm.SUPPORT)
+
+
 def test_the_shim_and_citation_scanners_find_what_they_look_for():
     shim = '"""Moved."""\nfrom .x import f\n__all__ = ["f"]\ndef __getattr__(name):\n    return 1\n'
     assert shim_violations(shim) == []

@@ -194,7 +194,8 @@ def tests_for(module: str) -> list[str]:
 
 
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
-SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py", "tests/recording.py"]
+SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py", "tests/recording.py",
+           "tests/schedule.py", "tests/durations.json"]
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
 #: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
 #: ``--bounds-only`` leaves them out: each of their mutants reruns slow optimiser tests, and their
