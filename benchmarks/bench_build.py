@@ -84,8 +84,11 @@ def run_build(out: Path) -> float:
 
 
 def pytest_args() -> str:
-    """The Makefile's PYTEST_ARGS with its TEST_JOBS filled in: how `make test` runs pytest."""
-    return makefile_value("PYTEST_ARGS").replace("$(TEST_JOBS)", makefile_value("TEST_JOBS"))
+    """The Makefile's PYTEST_ARGS as make expands it (TEST_JOBS is one more than the cores): how `make test`
+    runs pytest."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "--eval", "print-%: ; @printf '%s\\n' '$($*)'",
+                          "print-PYTEST_ARGS"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 def run_tests(junit: Path, build: Path | None, extra: list[str]) -> tuple[float, int]:
