@@ -87,7 +87,7 @@ def _loadavg(tmp_path, monkeypatch, *lines):
 
     monkeypatch.setattr("builtins.open", fake_open)
     monkeypatch.setattr(POOL.time, "sleep", lambda s: None)
-    monkeypatch.setattr(POOL.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # a lagging average, never read here
+    monkeypatch.setattr(POOL.os, "getloadavg", lambda: (9.0, 4.0, 2.0))  # a lagging average, never read here
 
 
 def test_busy_cores_are_the_processes_runnable_now_less_this_one(tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ import pytest
 
 import bounds_lib.analysis.pool as POOL
 
-pytestmark = pytest.mark.skipif(POOL._cores() < 2, reason="a thread limit shows only where BLAS has 2 threads")
+#: The tests in fresh interpreters read real thread counts: a limit shows only where BLAS has 2 threads.
+two_cores = pytest.mark.skipif(POOL._cores() < 2, reason="a thread limit shows only where BLAS has 2 threads")
 
 #: Records the BLAS threads while the units run, and before and after the call, in a fresh interpreter.
 _PROBE = r"""
@@ -55,6 +56,7 @@ def _probe(kw: dict, **env) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@two_cores
 def test_the_default_is_one_thread_though_numpy_linalg_was_not_loaded_before_the_call():
     seen = _probe({})
     assert seen["loaded_at_import"] == 0  # import bounds_lib loads no BLAS: a limit set then would limit nothing
@@ -62,6 +64,7 @@ def test_the_default_is_one_thread_though_numpy_linalg_was_not_loaded_before_the
     assert seen["after"] == [POOL._cores()]  # the machine's default again afterwards
 
 
+@two_cores
 @pytest.mark.parametrize("api", ["compute_spectra", "analyze"])
 def test_threads_is_passed_on_and_0_leaves_the_default(api):
     assert _probe({"api": api, "threads": 2})["during"] == [2]
@@ -69,10 +72,12 @@ def test_threads_is_passed_on_and_0_leaves_the_default(api):
     assert _probe({"api": api})["during"] == [1]
 
 
+@two_cores
 def test_a_limit_from_the_environment_before_import_holds_too():
     assert _probe({"threads": 0}, OPENBLAS_NUM_THREADS="1")["during"] == [1]
 
 
+@two_cores
 def test_a_limit_set_before_the_libraries_load_limits_nothing():
     """Why :func:`blas_threads` imports ``numpy.linalg`` first: threadpoolctl's limit
     around an import that loads OpenBLAS leaves the new library at its default."""
@@ -144,6 +149,7 @@ def _loaded_inside(how: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@two_cores
 @pytest.mark.parametrize("how", ["limit", "kernel", "torch"])
 def test_a_library_loaded_inside_the_block_gets_its_limit_and_its_default_back(how):
     """SciPy's OpenBLAS, loaded by the kernel's blocked QR inside the block, runs on the block's one thread
@@ -156,7 +162,84 @@ def test_a_library_loaded_inside_the_block_gets_its_limit_and_its_default_back(h
     assert [lib for lib, _ in seen["after"]] == [lib for lib, _ in seen["inside"]]
 
 
+@two_cores
 def test_without_it_the_library_loaded_inside_keeps_the_machine_default():
     """Why the kernel calls :func:`limit_new_libraries`: the block's limit alone misses SciPy's OpenBLAS."""
     seen = _loaded_inside("import only")
     assert sorted(n for _, n in seen["inside"]) == [1, POOL._cores()]
+
+
+# --- the same rules in this process, on recorded limits (what each call limits and restores) ----------------
+
+
+class _Limits:
+    """Stands in for ``threadpoolctl.threadpool_limits``: records its limit, whether it is restored."""
+    made: list = []
+
+    def __init__(self, limits=None, user_api=None):
+        self.limits, self.user_api, self.restored = limits, user_api, False
+        _Limits.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.restore_original_limits()
+
+    def restore_original_limits(self):
+        assert not self.restored, "restored twice"
+        self.restored = True
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    import threadpoolctl
+
+    _Limits.made = []
+    pools = [{"user_api": "blas", "num_threads": 1}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", _Limits)
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [dict(p) for p in pools])
+    return pools
+
+
+def test_a_new_library_above_the_limit_is_limited_inside_the_block_and_restored_at_its_end(recorded):
+    from bounds_lib.analysis.threads import _OPEN, blas_threads, limit_new_libraries
+
+    limit_new_libraries()  # outside every block: nothing
+    assert _Limits.made == []
+    with blas_threads(2):
+        outer = _Limits.made[0]
+        assert (outer.limits, outer.user_api) == (2, None)  # every library: BLAS and OpenMP
+        recorded.append({"user_api": "openmp", "num_threads": 2})
+        limit_new_libraries()  # within the limit already: nothing
+        assert len(_Limits.made) == 1
+        recorded.append({"user_api": "blas", "num_threads": 3})
+        limit_new_libraries()
+        assert len(_Limits.made) == 2 and _Limits.made[1].limits == 2 and not _Limits.made[1].restored
+        with blas_threads(1):  # the innermost block's limit is the one given
+            limit_new_libraries()
+            assert [m.limits for m in _Limits.made[2:]] == [1, 1]
+        assert [m.restored for m in _Limits.made] == [False, False, True, True]
+        assert len(_OPEN) == 1
+    assert all(m.restored for m in _Limits.made) and _OPEN == []
+
+
+def test_a_block_ended_by_an_error_restores_what_it_limited(recorded):
+    from bounds_lib.analysis.threads import _OPEN, blas_threads, limit_new_libraries
+
+    recorded.append({"user_api": "blas", "num_threads": 4})
+    with pytest.raises(RuntimeError, match="inside"):
+        with blas_threads(1):
+            limit_new_libraries()
+            raise RuntimeError("inside")
+    assert len(_Limits.made) == 2 and all(m.restored for m in _Limits.made) and _OPEN == []
+
+
+def test_threads_0_limits_nothing_and_opens_no_block(recorded):
+    from bounds_lib.analysis.threads import _OPEN, blas_threads, limit_new_libraries
+
+    recorded.append({"user_api": "blas", "num_threads": 4})
+    with blas_threads(0):
+        assert _OPEN == []
+        limit_new_libraries()
+    assert _Limits.made == []

@@ -58,7 +58,7 @@ def limit_new_libraries() -> None:
     from threadpoolctl import threadpool_info, threadpool_limits
 
     threads, inner = _OPEN[-1]
-    if any(info.get("num_threads", 0) > threads for info in threadpool_info()):
+    if any(info["num_threads"] > threads for info in threadpool_info()):
         inner.append(threadpool_limits(threads))
 
 

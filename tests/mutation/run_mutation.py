@@ -92,8 +92,7 @@ TESTS = {
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
     # one thread limit for the API, the command and the workers, libraries loaded inside it included
-    "threads": ["tests/test_threads_policy.py", "tests/test_pool_process.py",
-                "tests/test_units.py::test_a_worker_process_limits_blas_to_its_share_of_the_cores"],
+    "threads": ["tests/test_threads_policy.py", "tests/test_pool_process.py"],
     # the pool's choice and its parts in this process (the stopping tests run them in spawned workers, unseen)
     "pool": ["tests/test_pool_choice.py", "tests/test_pool_inputs.py", "tests/test_pool_process.py",
              "tests/test_stopping.py::test_cgroup_v2_reads_the_process_own_group_and_its_tightest_ancestor",
