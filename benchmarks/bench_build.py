@@ -62,6 +62,17 @@ def chapter_times(build: Path) -> list[tuple[str, float]]:
     return sorted(((name, s) for name, (_, s) in latest.items()), key=lambda x: x[0])
 
 
+#: A chapter's line in the strict build's output (``book/tools/parallel_execution.py``).
+_EXECUTED = re.compile(r"^\[parallel_execution\] (?:\S+/)?([\w-]+): ([0-9.]+) s$", re.M)
+
+
+def chapter_times_from_log(log: Path) -> list[tuple[str, float]]:
+    """``[(chapter, seconds)]`` from the output of a strict build (``make test``'s log), where the build
+    folder itself is gone (a later run in the same clone removed it)."""
+    return sorted(((m[1], float(m[2])) for m in _EXECUTED.finditer(log.read_text(encoding="utf-8", errors="replace"))),
+                  key=lambda x: x[0])
+
+
 def test_times(junit: Path) -> list[tuple[str, float, str]]:
     """``[(test id, seconds, outcome)]`` from a pytest JUnit XML file, slowest first."""
     rows = []
@@ -133,6 +144,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", type=Path, default=ROOT / "_build", help="the book build to read (default: _build)")
     ap.add_argument("--junit", type=Path, help="a pytest JUnit XML file to read the test durations from")
+    ap.add_argument("--build-log", type=Path,
+                    help="read the chapters' times from this output of a strict build instead of a build folder")
     ap.add_argument("--run-build", action="store_true", help="first make a clean strict build in a temporary folder")
     ap.add_argument("--run-tests", action="store_true", help="run the whole suite as `make test` does (junit kept)")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments for --run-tests (one string)")
@@ -155,13 +168,14 @@ def main(argv=None) -> int:
         junit = tmp / "junit.xml"
         wall, rc = run_tests(junit, build if build.is_dir() else None, shlex.split(args.pytest_args))
         walls[f"test suite (pytest {pytest_args()}, exit code {rc})"] = wall
-    chapters = chapter_times(build)
+    chapters = chapter_times_from_log(args.build_log) if args.build_log else chapter_times(build)
     tests = test_times(junit) if junit and junit.is_file() else []
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
     header = (f"Measured {datetime.datetime.now():%Y-%m-%d %H:%M} on {platform.machine()}, {os.cpu_count()} cores, "
               f"Python {platform.python_version()}; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
-              f"(1 / 5 / 15 min) at the end.\nChapters: {build}/.jupyter_cache"
+              f"(1 / 5 / 15 min) at the end.\nChapters: "
+              + (f"{args.build_log} (the build's output)" if args.build_log else f"{build}/.jupyter_cache")
               + (f"; tests: {junit}" if tests else "; tests: none (no --junit / --run-tests)") + ".")
     text = table(chapters, tests, args.top, walls)
     print(header + "\n\n" + text)
