@@ -47,13 +47,19 @@ print(json.dumps(seen))
 """
 
 
-def _probe(kw: dict, **env) -> dict:
+def _fresh(code: str, arg: str, **env) -> dict:
+    """The JSON ``code`` prints last, run with ``arg`` in a fresh interpreter without thread settings in its
+    environment (but ``env``)."""
     clean = {k: v for k, v in os.environ.items()
              if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(kw)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True,
                          env={**clean, **env}, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _probe(kw: dict, **env) -> dict:
+    return _fresh(_PROBE, json.dumps(kw), **env)
 
 
 @two_cores
@@ -141,12 +147,7 @@ print(json.dumps(seen))
 
 
 def _loaded_inside(how: str) -> dict:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", _LOADED_INSIDE, how], capture_output=True, text=True,
-                         env=clean, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _fresh(_LOADED_INSIDE, how)
 
 
 @two_cores
