@@ -277,3 +277,26 @@ def test_a_spectrum_is_float64_and_read_only_whatever_it_was_made_from():
         assert not m.sigma.flags.writeable
         with pytest.raises(ValueError, match="read-only"):
             m.sigma[0] = 0.0
+
+
+def test_a_wide_matrix_is_decomposed_tall(gqa, monkeypatch):
+    """The dense SVD gets the tall one of ``W`` and ``Wᵀ`` (LAPACK's wide path, an LQ first, is slower on
+    OpenBLAS), and the singular values are ``W``'s: the fixture's ``M_in`` is N×2d_ff (12×40, wide), its
+    ``M_out`` d_ff×N (20×12, tall)."""
+    source, arch, lw = gqa
+    assert lw.M_in.shape == (12, 40) and lw.M_out.shape == (20, 12)
+    shapes = []
+    svd = KERNEL.svdvals
+
+    def spy(W, device=None):
+        shapes.append(W.shape)
+        return svd(W, device)
+
+    monkeypatch.setattr(KERNEL, "svdvals", spy)
+    for part, tall in (("M_in", (40, 12)), ("M_out", (20, 12))):
+        shapes.clear()
+        (m,) = KERNEL.part_spectra(source, arch, 0, part)
+        assert shapes == [tall], (part, shapes)
+        # W's own singular values, to the rounding of two LAPACK paths (measured: 2e-16 of σ₁ here)
+        np.testing.assert_allclose(m.sigma, np.linalg.svd(lw.matrix(part), compute_uv=False),
+                                   rtol=0, atol=1e-14 * m.sigma[0])

@@ -208,8 +208,12 @@ def _unscale(sigma, n21, n11, e):
 
 
 def _dense_spectrum(W, device=None):
+    """``(σ, ‖W‖_{2,1}, ‖W‖_{1,1})`` of a dense matrix. The SVD is of the tall one of ``W`` and ``Wᵀ`` (the
+    same singular values): LAPACK's path for a wide matrix (an LQ factorization first) took 1.1–1.7× the
+    tall path's time on OpenBLAS, e.g. 67 against 59 ms for a 384×1536 ``M_in``
+    (``tests/test_kernel.py::test_a_wide_matrix_is_decomposed_tall``)."""
     W, e = _pow2_scaled(W)
-    sigma = svdvals(W, device)
+    sigma = svdvals(W.T if W.shape[0] < W.shape[1] else W, device)
     return _unscale(sigma, np.sum(np.linalg.norm(W, axis=0)), np.sum(np.abs(W)), e)
 
 
