@@ -1,15 +1,17 @@
 """Exit status after a correct error (issue 51, item 1): a refused model, analysed with ``--json``, prints
 its one error line and exits 1 — every time, never a crash at interpreter shutdown.
 
-Before the fix the thread that looks up versions and the platform for the JSON report
-(``bounds-lib-run-facts``, :func:`bounds_lib.cli.analyze._facts_in_background`) could still be importing
-when the interpreter shut down after the error, and the process died with SIGSEGV (rc 139) after its
-message: 8 of 40 runs of a refused LLaMA config in the issue, 1 of 40 on this project's machine. The
-command now joins that thread on every way out (:func:`bounds_lib.cli.analyze._join_facts`).
+The crash came from the thread that looked up versions and the platform for the JSON report
+(``bounds-lib-run-facts``): it could still be importing when the interpreter shut down after the error,
+and the process died with SIGSEGV (rc 139) after its message: 8 of 40 runs of a refused LLaMA config in
+the issue, 1 of 40 on this project's machine. It was first joined on every way out; since the lookup
+takes about a millisecond (:mod:`bounds_lib.core.facts`, issue 52) there is no thread at all, and the
+facts are looked up when the report is written.
 
-Two checks: in this process, no thread of ours is alive after a refused run (deterministic: fails
-without the join); and 100 processes of each refusal path — a config the layout refuses, and a file
-the process has no address space to map (``RLIMIT_AS``, as ``ulimit -v``) — all exit 1 with the one line.
+Two checks: in this process, a refused run starts no thread and looks nothing up, and a report's facts
+are looked up once a process; and 100 processes of each refusal path — a config the layout refuses, and
+a file the process has no address space to map (``RLIMIT_AS``, as ``ulimit -v``) — all exit 1 with the
+one line.
 """
 from __future__ import annotations
 
@@ -81,40 +83,44 @@ def _exit_statuses(model: Path, out: Path, fragment: str, limit=None, parallel: 
     return rcs
 
 
-def test_no_thread_of_ours_is_alive_after_a_refused_run(tmp_path, capsys, monkeypatch):
-    """The lookup is made slow (still running when the refusal returns): the command waits for it. The
-    thread is a daemon named ``bounds-lib-run-facts``; a second command in the same process looks up
-    nothing again. The module's state starts empty here (another test of this process may have filled it)."""
-    import time
-
+def _counting_lookup(monkeypatch) -> list:
+    """Empty facts, and a list that gets one entry per :func:`~bounds_lib.cli.analyze._lookup_facts` call."""
     monkeypatch.setattr(A, "_FACTS", {})
-    monkeypatch.setattr(A, "_FACTS_THREAD", [])
-    threads = []
+    calls = []
     lookup = A._lookup_facts
 
-    def slow_lookup():
-        threads.append(threading.current_thread())
-        time.sleep(0.3)
+    def counted():
+        calls.append(threading.current_thread().name)
         lookup()
 
-    monkeypatch.setattr(A, "_lookup_facts", slow_lookup)
+    monkeypatch.setattr(A, "_lookup_facts", counted)
+    return calls
+
+
+def test_a_refused_run_starts_no_thread_and_looks_nothing_up(tmp_path, capsys, monkeypatch):
+    calls = _counting_lookup(monkeypatch)
+    before = set(threading.enumerate())
     model = _refused_config(tmp_path / "m")
     for _ in range(2):
         assert main(["analyze", str(model), "--json", str(tmp_path / "r.json"), "--jobs", "1"]) == 1
         assert "3 attention heads do not divide the hidden size 16" in capsys.readouterr().err
-        assert [(t.name, t.daemon, t.is_alive()) for t in threads] == [("bounds-lib-run-facts", True, False)]
-        assert A._FACTS_THREAD == [] and set(A._FACTS) == {"platform", "bounds_lib", "scipy"}
+        assert set(threading.enumerate()) == before and calls == []
 
 
-def test_the_facts_are_looked_up_once_and_joined_by_the_report(tmp_path):
-    """The report's meta still has the platform and versions the thread looked up."""
+def test_the_facts_are_looked_up_once_a_process_and_written_in_the_report(tmp_path, monkeypatch):
+    from bounds_lib.core.facts import dist_version, platform_text
+
+    calls = _counting_lookup(monkeypatch)
     w = bert_encoder_weights(hidden=16, intermediate=32, layers=1)
     model = write_tiny_bert(tmp_path / "m", hidden=16, layers=1, heads=4, intermediate=32, weights=w)
-    out = tmp_path / "r.json"
-    assert main(["analyze", str(model), "--json", str(out), "--jobs", "1", "--quiet", "--no-progress"]) == 0
-    meta = json.loads(out.read_text())["meta"]
-    assert meta["platform"] and meta["versions"]["bounds_lib"] and meta["versions"]["scipy"]
-    assert not [t for t in threading.enumerate() if t.name == "bounds-lib-run-facts"]
+    for k in range(2):
+        out = tmp_path / f"r{k}.json"
+        assert main(["analyze", str(model), "--json", str(out), "--jobs", "1", "--quiet", "--no-progress"]) == 0
+        meta = json.loads(out.read_text())["meta"]
+        assert meta["platform"] == platform_text()
+        assert (meta["versions"]["bounds_lib"], meta["versions"]["scipy"]) == (dist_version("bounds_lib"),
+                                                                             dist_version("scipy"))
+    assert calls == ["MainThread"]
 
 
 @pytest.mark.slow

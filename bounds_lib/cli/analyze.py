@@ -13,7 +13,6 @@ import math
 import os
 import platform
 import sys
-import threading
 import time
 
 from ..analysis.describe import report_rows
@@ -40,44 +39,28 @@ def _progress_bar(label: str, enabled: bool):
     return callback, bar.close
 
 
-#: What a JSON report says about the run that takes a while to look up (:func:`_lookup_facts`), and the
-#: thread that looks it up while the SVDs run (:func:`_facts_in_background`).
+#: What a JSON report says about the run that is the same for every run of this process (:func:`_lookup_facts`).
 _FACTS: dict = {}
-_FACTS_THREAD: list = []
 
 
 def _lookup_facts():
-    """``platform.platform()`` and the installed versions of bounds_lib and SciPy, into :data:`_FACTS`.
+    """The platform and the installed versions of bounds_lib and SciPy, into :data:`_FACTS`, once a process.
 
-    Both are slow for what they are: ``platform.platform()`` runs ``uname -p`` in a subprocess (5-10 ms)
-    and :mod:`importlib.metadata` imports the e-mail parser it reads metadata with (about 25 ms) — a
-    tenth of what an analysis of all-MiniLM-L6-v2 spends beyond its SVDs. SciPy's version is read
-    without importing SciPy (the analysis may not need it)."""
-    from importlib.metadata import PackageNotFoundError, version
+    From the kernel, the C library and the ``.dist-info`` folders (:mod:`bounds_lib.core.facts`): about a
+    millisecond, where ``platform.platform()`` and :mod:`importlib.metadata` took 35–50 ms of CPU, a third
+    of what an analysis of all-MiniLM-L6-v2 spends beyond its SVDs. They used to run in a thread beside the
+    SVDs, which a busy machine did not hide and which had to be joined on every way out. SciPy's version is
+    read without importing SciPy (the analysis may not need it)."""
+    from ..core.facts import dist_version, platform_text
 
-    import bounds_lib
-
-    try:
-        scipy_version = version("scipy")
-    except PackageNotFoundError:  # pragma: no cover - scipy is a dependency
-        scipy_version = "?"
-    _FACTS.update(platform=platform.platform(), bounds_lib=bounds_lib.__version__, scipy=scipy_version)
-
-
-def _facts_in_background():
-    """Start :func:`_lookup_facts` in a thread, so that its time overlaps the SVDs (which leave the
-    interpreter free while LAPACK runs); :func:`run_metadata` waits for it."""
-    if not _FACTS_THREAD and not _FACTS:
-        t = threading.Thread(target=_lookup_facts, name="bounds-lib-run-facts", daemon=True)
-        t.start()
-        _FACTS_THREAD.append(t)
+    _FACTS.update(platform=platform_text(), bounds_lib=dist_version("bounds_lib") or "0+unknown",
+                  scipy=dist_version("scipy") or "?")
 
 
 def run_metadata(args, extra=None) -> dict:
     """Library versions, BLAS threads, dtype, mode, command line and time of the run."""
     import numpy
 
-    _join_facts()  # started before the SVDs
     if not _FACTS:
         _lookup_facts()
     versions = {"bounds_lib": _FACTS["bounds_lib"], "numpy": numpy.__version__, "scipy": _FACTS["scipy"],
@@ -281,24 +264,7 @@ def _figures(sp, rep, opts) -> dict:
     }
 
 
-def _join_facts():
-    """Wait for :func:`_facts_in_background`'s thread: on every way out of the command, an error's
-    included, so that no thread of ours is still importing while the interpreter shuts down (a daemon
-    thread inside an import at exit crashed the process after its error line: SIGSEGV, rc 139)."""
-    while _FACTS_THREAD:
-        _FACTS_THREAD.pop().join()
-
-
 def _cmd_analyze(args):
-    if args.json:
-        _facts_in_background()
-    try:
-        return _analyze_and_write(args)
-    finally:
-        _join_facts()
-
-
-def _analyze_and_write(args):
     sp, rep, opts = _analyze_one(args.model, args)
     texts = {}
     if args.json:  # what the report says about the run (only the JSON report has it)

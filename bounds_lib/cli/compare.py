@@ -9,7 +9,7 @@ import json
 import math
 import sys
 
-from .analyze import _csv_text, _facts_in_background, _fmt, _jsonable, _progress_bar, run_metadata
+from .analyze import _csv_text, _fmt, _jsonable, _progress_bar, run_metadata
 from .outputs import _finish, _print_table
 
 
@@ -45,8 +45,6 @@ def _cmd_compare(args):
         from .errors import _UserError
 
         raise _UserError(f"--rows must be >= 0, got {args.rows}")
-    if args.json:
-        _facts_in_background()
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar, close_bar = _progress_bar("spectra", enabled=show)
     try:

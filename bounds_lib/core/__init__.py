@@ -6,4 +6,5 @@
 * :mod:`bounds_lib.core.style` — the book's figure style (``book.mplstyle``);
 * ``bounds_lib.core.glue`` — ``glue`` that also works in plain Jupyter;
 * :mod:`bounds_lib.core.interrupts` — stopping signals held off and raised where no lock is held.
+* :mod:`bounds_lib.core.facts` — a report's versions and platform, read cheaply.
 """

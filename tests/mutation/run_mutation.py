@@ -85,9 +85,11 @@ TESTS = {
     # the analysis layer's kernel and scheduler (split out of spectra and parallel)
     "kernel": PARALLEL_FAST + ["tests/test_proxies.py", "tests/test_named_mutants.py",
                                "tests/test_scoring_paths.py", "tests/test_kernel.py"],
-    # the command line's exits: the run-facts thread joined on every way out (issue 51)
-    "cli": ["tests/test_cli.py", "tests/test_exit_status.py::test_no_thread_of_ours_is_alive_after_a_refused_run",
-            "tests/test_exit_status.py::test_the_facts_are_looked_up_once_and_joined_by_the_report"],
+    # the command line's exits: no thread, the run's facts looked up once a process (issues 51, 52)
+    "cli": ["tests/test_cli.py", "tests/test_exit_status.py::test_a_refused_run_starts_no_thread_and_looks_nothing_up",
+            "tests/test_exit_status.py::test_the_facts_are_looked_up_once_a_process_and_written_in_the_report"],
+    # the report's versions and platform as importlib.metadata and platform.platform() give them (issue 52)
+    "facts": ["tests/test_facts.py"],
     "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_resume_checks.py", "tests/test_units.py",
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
@@ -162,7 +164,7 @@ PATHS = {
     "stats": "studies.stats", "results": "studies.results", "reproduce": "studies.reproduce",
     "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
     "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool",
-    "threads": "analysis.threads", "cluster": "analysis.cluster",
+    "threads": "analysis.threads", "cluster": "analysis.cluster", "facts": "core.facts",
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
     "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts", "harness": "checks.harness",
     "ch1_norms": "checks.ch1_norms", "ch2_split": "checks.ch2_split", "ch4_peeling": "checks.ch4_peeling",
