@@ -24,8 +24,8 @@ import numpy as np
 
 from ..checkpoints import ACTIVATION_L_PHI, ArchitectureSpec
 from ..theory.norms import _rank_of_valid, validate_sigma
-from ..theory.peeling import (_posthoc_choice_valid, aggregate_rss, aggregate_sum, logsumexp, posthoc_choice,
-                              posthoc_grid)
+from ..theory.peeling import (_posthoc_choice_valid, _posthoc_choices_valid, aggregate_rss, aggregate_sum, logsumexp,
+                              posthoc_choice, posthoc_grid)
 from ..theory.propagation import (
     LPHI_GELU_RELEASED,
     SOFTMAX_LINF_L1_RELEASED,
@@ -431,19 +431,26 @@ def _index(m) -> tuple:
     return (m.layer, m.head) if m.head >= 0 else (m.layer, m.expert or 0)
 
 
-def _matrix_score(m, sig: np.ndarray, clean: bool, log_gam: dict, log_al, log_K: dict, N: int, grid) -> MatrixScore:
-    """The score of matrix ``m`` from its singular values ``sig`` as :func:`score` checked them (not again)."""
-    idx = _index(m)
-    lK = float(log_K[m.matrix_type][idx])
-    kept = sig
-    if clean and m.head >= 0:
-        # exact zeros add nothing to S_p (p > 0) and every kept value is above the rank tolerance,
-        # so dropping them changes no number — only the time spent on them
-        kept = sig[:max(1, int(np.count_nonzero(sig)))]
-    choice = _posthoc_term_valid(kept, lK, N, grid)
-    return MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, _rank_of_valid(sig), m.frobenius,
-                       m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
-                       float(log_al[m.layer]), lK, choice.p_star, choice.log_T_star, choice.log_T, m.expert)
+def _kept(m, sig: np.ndarray, clean: bool) -> np.ndarray:
+    """The singular values a matrix's ``S_p`` is summed over: a clean head's without its exact zeros (they add
+    nothing to ``S_p``, ``p > 0``, and every kept value is above the rank tolerance, so dropping them changes
+    no number — only the time spent on them); every other matrix's all of them."""
+    return sig[:max(1, int(np.count_nonzero(sig)))] if clean and m.head >= 0 else sig
+
+
+def _matrix_scores(mats, sigmas, clean: bool, log_gam: dict, log_al, log_K: dict, N: int, grid) -> list:
+    """The :class:`MatrixScore` of every matrix from its singular values as :func:`score` checked them (not
+    again); their post hoc choices all at once (:func:`~bounds_lib.theory.peeling._posthoc_choices_valid`)."""
+    lKs = [float(log_K[m.matrix_type][_index(m)]) for m in mats]
+    rescaled = [_rescaled(_kept(m, sig, clean), lK) for m, sig, lK in zip(mats, sigmas, lKs)]
+    choices = _posthoc_choices_valid([r[0] for r in rescaled], [r[1] for r in rescaled], N, grid)
+    out = []
+    for m, sig, lK, (log_T, p_star, log_T_star) in zip(mats, sigmas, lKs, choices):
+        idx = _index(m)
+        out.append(MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, _rank_of_valid(sig), m.frobenius,
+                               m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
+                               float(log_al[m.layer]), lK, p_star, log_T_star, log_T, m.expert))
+    return out
 
 
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
@@ -537,8 +544,7 @@ def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) ->
     log_gam = {**log_gam, "M_in": unit_gam["M_in"], "M_out": unit_gam["M_out"]}
     log_K = {k: log_scale_K(v, log_al[:, None], L) for k, v in log_gam.items()}
     grid = posthoc_grid(L, N)
-    scores = [_matrix_score(m, sig, spectra.mode == "clean", log_gam, log_al, log_K, N, grid)
-              for m, sig in zip(mats, sigmas)]
+    scores = _matrix_scores(mats, sigmas, spectra.mode == "clean", log_gam, log_al, log_K, N, grid)
     log_T_stars = np.array([sc.log_T_star for sc in scores])
 
     def log_edelman(norms):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.logspace import logsumexp
-from .norms import _schatten_powers_valid, validate_sigma
+from .norms import _rank_of_valid, _schatten_powers_valid, validate_sigma
 from .propagation import log_layer_lipschitz
 from ..core.validation import check_array, check_scalar
 
@@ -231,6 +231,48 @@ def _posthoc_choice_valid(s: np.ndarray, log_K: float, N: int, g: np.ndarray) ->
     i = int(np.argmin(lt))
     return PosthocChoice(grid=g.copy(), log_T=lt, p_star=float(g[i]), log_T_star=float(lt[i]))
 
+
+
+def _posthoc_choices_valid(sigmas: list, log_Ks, N: int, g: np.ndarray) -> list:
+    """:func:`_posthoc_choice_valid` of many matrices, bit for bit: ``[(log_T, p*, log 𝒯*)]`` in their order.
+
+    The spectra of one length are stacked (a model's ``2LH`` head spectra mostly share one), so that each
+    power, sum, log and argmin is one NumPy call for all of them instead of one per matrix; the arithmetic
+    is the same: ``S_p`` adds ``σ_iᵖ`` over ``i`` in order, one row after the other, for every ``p`` of the
+    grid at once (a zero singular value adds an exact ``0.0``, where the single path leaves it out), and
+    ``log 𝒯`` is the same expression element by element. A grid with one positive ``p`` (NumPy sums a single
+    column pairwise, in blocks that depend on its length) and a spectrum whose ``S_p`` overflows take the
+    single path, matrix by matrix; the latter raises its error for the first such matrix.
+    Arguments as :func:`_posthoc_choice_valid` takes them, ``log_Ks`` one finite float per matrix."""
+    zero = g == 0
+    pos = g[~zero]
+    if pos.size < 2:  # one column: NumPy sums it pairwise, in blocks that depend on the length (zeros included)
+        return [_single(_posthoc_choice_valid(s, lk, N, g)) for s, lk in zip(sigmas, log_Ks)]
+    out = [None] * len(sigmas)
+    by_length: dict = {}
+    for j, s in enumerate(sigmas):
+        by_length.setdefault(s.size, []).append(j)
+    log_N = np.log(N)
+    for js in by_length.values():
+        S = np.stack([sigmas[j] for j in js])  # (m, k)
+        powers = np.empty((len(js), g.size))
+        powers[:, zero] = np.array([_rank_of_valid(sigmas[j]) for j in js], dtype=np.float64)[:, None]
+        with np.errstate(over="ignore"):
+            powers[:, ~zero] = np.sum(np.power.outer(S, pos), axis=1)
+        if not np.all(np.isfinite(powers)):
+            return [_single(_posthoc_choice_valid(sigmas[j], log_Ks[j], N, g)) for j in range(len(sigmas))]
+        with np.errstate(divide="ignore"):
+            log_S = np.log(powers)
+        log_K = np.array([log_Ks[j] for j in js], dtype=np.float64)[:, None]
+        lt = (log_S + g * log_K + (g + 1.0) * log_N) / (g + 2.0)
+        best = np.argmin(lt, axis=1)
+        for row, (j, i) in enumerate(zip(js, best.tolist())):
+            out[j] = (lt[row].copy(), float(g[i]), float(lt[row, i]))
+    return out
+
+
+def _single(choice: PosthocChoice) -> tuple:
+    return choice.log_T, choice.p_star, choice.log_T_star
 
 def aggregate_sum(log_T_stars, L):
     """``log(Σ_j 𝒯*_j + √L)`` — the released ``B_ours`` (Chapter 4), by a log-sum-exp (safe for any depth).
