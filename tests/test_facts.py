@@ -8,7 +8,6 @@ import platform
 import subprocess
 import sys
 import zipfile
-from collections import namedtuple
 
 import pytest
 
@@ -32,41 +31,13 @@ def test_every_installed_distribution_has_importlib_metadatas_version():
     assert facts.dist_version("no-such-distribution-here") is None
 
 
-def _dist(folder, name, version, kind="dist-info", extra=""):
-    d = folder / f"{name}-{version}.{kind}"
+def _dist(folder, name, version, kind="dist-info", extra="", tail=""):
+    d = folder / f"{name}-{version}{tail}.{kind}"
     d.mkdir(parents=True)
     field = f"Version: {version}\n" if version else ""
     (d / ("METADATA" if kind == "dist-info" else "PKG-INFO")).write_text(
         f"Metadata-Version: 2.1\nName: {name}\n{field}{extra}\nVersion: 9.9 (in the body, not the header)\n")
     return d
-
-
-def _layouts(tmp_path):
-    """``{case: (sys.path, name)}``: where the first entry wins, names spelled otherwise, egg-info, files."""
-    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    _dist(a, "Demo.Pkg", "1.2")
-    _dist(b, "demo_pkg", "3.4")
-    _dist(c, "legacy", "0.7", kind="egg-info")
-    _dist(c, "noversion", "", extra="Summary: a header without a version\n")
-    (tmp_path / "empty").mkdir()
-    return {
-        "the first entry wins": ([str(tmp_path / "empty"), str(tmp_path / "gone"), str(a), str(b)], "demo-pkg"),
-        "the first entry wins, reversed": ([str(b), str(a)], "DEMO_PKG"),
-        "an egg-info folder": ([str(c)], "legacy"),
-        "a header without a version": ([str(c), str(a)], "noversion"),
-        "not there": ([str(a), str(b)], "other"),
-    }
-
-
-@pytest.mark.parametrize("case", ["the first entry wins", "the first entry wins, reversed", "an egg-info folder",
-                                  "a header without a version", "not there"])
-def test_made_up_layouts_agree_with_importlib_metadata(tmp_path, monkeypatch, case):
-    path, name = _layouts(tmp_path)[case]
-    monkeypatch.setattr(sys, "path", path)
-    assert facts.dist_version(name) == _metadata_version(name)
-    expected = {"the first entry wins": "1.2", "the first entry wins, reversed": "3.4", "an egg-info folder": "0.7",
-                "a header without a version": None, "not there": None}[case]
-    assert facts.dist_version(name) == expected
 
 
 def _spy_metadata(monkeypatch) -> list:
@@ -79,6 +50,59 @@ def _spy_metadata(monkeypatch) -> list:
 
     monkeypatch.setattr(md, "version", spy)
     return calls
+
+
+def _layouts(tmp_path):
+    """``{case: (sys.path, name, version, read by importlib.metadata)}``: where the first entry wins, names
+    spelled otherwise, an egg-info folder (its name with a Python tag, as setuptools writes it), the working
+    folder (``""``), a header without a version (left to importlib.metadata), a name found nowhere."""
+    a, b, c, cwd = tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "cwd"
+    _dist(a, "Demo.Pkg", "1.2")
+    _dist(b, "demo_pkg", "3.4")
+    _dist(c, "legacy", "0.7", kind="egg-info", tail="-py3.11")
+    _dist(c, "noversion", "", extra="Summary: a header without a version\n")
+    _dist(cwd, "here", "2.5")
+    (tmp_path / "empty").mkdir()
+    return {
+        "the first entry wins": ([str(tmp_path / "empty"), str(tmp_path / "gone"), str(a), str(b)], "demo-pkg",
+                                 "1.2", False),
+        "the first entry wins, reversed": ([str(b), str(a)], "DEMO_PKG", "3.4", False),
+        "an egg-info folder": ([str(c)], "legacy", "0.7", False),
+        "the working folder": (["", str(a)], "here", "2.5", False),
+        "a header without a version": ([str(c), str(a)], "noversion", None, True),
+        "not there": ([str(a), str(b)], "other", None, False),
+    }
+
+
+@pytest.mark.parametrize("case", ["the first entry wins", "the first entry wins, reversed", "an egg-info folder",
+                                  "the working folder", "a header without a version", "not there"])
+def test_made_up_layouts_agree_with_importlib_metadata(tmp_path, monkeypatch, case):
+    path, name, version, asked = _layouts(tmp_path)[case]
+    monkeypatch.setattr(sys, "path", path)
+    monkeypatch.chdir(tmp_path / "cwd")
+    expected = _metadata_version(name)
+    calls = _spy_metadata(monkeypatch)
+    assert facts.dist_version(name) == expected == version
+    assert calls == ([name] if asked else [])  # a plain layout is read from the folders alone
+
+
+def test_an_egg_or_an_unreadable_folder_on_the_path_leaves_it_to_importlib_metadata(tmp_path, monkeypatch):
+    egg = tmp_path / "thing-1.0-py3.11.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: thing\nVersion: 1.0\n\n")
+    _dist(tmp_path / "later", "thing", "2.0")
+    monkeypatch.setattr(sys, "path", [str(egg), str(tmp_path / "later")])
+    calls = _spy_metadata(monkeypatch)
+    assert facts.dist_version("thing") == "1.0" and calls == ["thing"]  # the egg's, as importlib.metadata reads
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "later")])
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(facts.os, "listdir", unreadable)
+    calls.clear()
+    facts.dist_version("thing")
+    assert calls == ["thing"]
 
 
 def test_a_zip_on_the_path_or_two_candidates_in_one_folder_leave_it_to_importlib_metadata(tmp_path, monkeypatch):
@@ -120,31 +144,55 @@ def test_another_finder_of_distributions_leaves_it_to_importlib_metadata(tmp_pat
     assert facts.dist_version("found") == "7.1" and calls == ["found"]
 
 
-FakeUname = namedtuple("FakeUname", "system node release version machine processor")
+class FakeUname:
+    """``platform.uname()``'s result with given fields; reading ``processor`` (``uname -p``: a subprocess) fails
+    unless allowed."""
+
+    def __init__(self, release, machine, processor):
+        self.system, self.node, self.release, self.version, self.machine = "Linux", "host", release, "#1 SMP", machine
+        self._processor, self.allowed = processor, True
+
+    @property
+    def processor(self):
+        assert self.allowed, "uname -p was run"
+        return self._processor
+
+    def __iter__(self):
+        return iter((self.system, self.node, self.release, self.version, self.machine, self.processor))
 
 
 @pytest.mark.parametrize("release, machine, processor, libc", [
-    ("6.1.0-13-amd64", "x86_64", "unknown", ("glibc", "2.36")),   # Debian: uname -p says unknown
-    ("5.14.0 (custom) el9", "x86_64", "x86_64", ("glibc", "2.34")),  # Fedora: the machine again; odd release
-    ("6.6.8;musl", "aarch64", "", ("", "")),                      # no glibc found in the executable
+    ("6.1.0-13-amd64", "x86_64", "", ("glibc", "2.36")),            # Debian: uname -p said unknown
+    ("5.14.0 (custom) el9/x:y;z\"w", "x86_64", "x86_64", ("glibc", "2.34")),  # Fedora: the machine again
+    ("6.6.8-unknown--", "aarch64", "", ("", "")),                     # no glibc found in the executable
 ])
 def test_the_platform_string_is_platform_platforms(monkeypatch, release, machine, processor, libc):
-    fake = FakeUname("Linux", "host", release, "#1 SMP", machine, processor if processor != "unknown" else "")
+    """Odd releases exercise the clean-up (spaces, slashes, colons, quotes, parentheses, ``unknown``, doubled
+    and trailing dashes); ``platform_text`` must not read the processor, and must not fall back to
+    ``platform.platform()``, which does."""
+    fake = FakeUname(release, machine, processor)
     monkeypatch.setattr(platform, "uname", lambda: fake)
     monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: libc)
     monkeypatch.setattr(platform, "_platform_cache", {})
     monkeypatch.setattr(sys, "platform", "linux")
-    assert facts.platform_text() == platform.platform()
+    expected = platform.platform()
+    fake.allowed = False
+    assert facts.platform_text() == expected
+    assert "--" not in expected and not expected.endswith("-")
 
 
 def test_this_machines_platform_string_runs_no_subprocess(monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("platform_text is platform.platform() itself off Linux")
     expected = platform.platform()
-    if sys.platform.startswith("linux") and platform.uname().processor not in ("", platform.machine()):
+    if platform.uname().processor not in ("", platform.machine()):
         pytest.skip("uname -p names a processor here, which platform_text leaves out (its docstring)")
 
     def refuse(*a, **k):
         raise AssertionError("a subprocess was started")
 
+    monkeypatch.setattr(platform, "_uname_cache", None)  # a fresh uname(), whose processor is not yet read
+    monkeypatch.setattr(platform, "_platform_cache", {})
     monkeypatch.setattr(subprocess, "check_output", refuse)
     monkeypatch.setattr(subprocess, "Popen", refuse)
     assert facts.platform_text() == expected
