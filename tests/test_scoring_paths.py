@@ -236,18 +236,24 @@ def _batched_cases(rng):
     return sigmas, log_Ks
 
 
-@pytest.mark.parametrize("grid", [None, np.array([0.0, 2.0]), np.array([0.5, 1.5])])
-def test_the_batched_post_hoc_choices_are_the_single_ones_bit_for_bit(grid):
+@pytest.mark.parametrize("grid, batched", [(None, True), (np.array([0.5, 1.5]), True), (np.array([0.0, 2.0]), False)])
+def test_the_batched_post_hoc_choices_are_the_single_ones_bit_for_bit(grid, batched, monkeypatch):
     """``_posthoc_choices_valid`` (all of a model's matrices at once) against ``_posthoc_choice_valid`` (one at
     a time, the code it replaced in ``score``): every ``log 𝒯`` on the grid, ``p*`` and ``log 𝒯*`` equal, bit for
-    bit, on 200 random sets of spectra, a grid with and without p = 0."""
+    bit, on 200 random sets of spectra, a grid with and without p = 0. The batch is what computes them (the
+    single path is not called) wherever the grid has two positive p or more."""
+    from bounds_lib.theory import peeling
     from bounds_lib.theory.peeling import _posthoc_choice_valid, _posthoc_choices_valid, posthoc_grid
 
+    singles = []
+    monkeypatch.setattr(peeling, "_posthoc_choice_valid", lambda *a: singles.append(1) or _posthoc_choice_valid(*a))
     rng = np.random.default_rng(52)
     g = posthoc_grid(6, 384) if grid is None else grid
     for _ in range(200):
         sigmas, log_Ks = _batched_cases(rng)
+        singles.clear()
         got = _posthoc_choices_valid(sigmas, log_Ks, 384, g)
+        assert len(singles) == (0 if batched else len(sigmas))
         for s, lk, (log_T, p_star, log_T_star) in zip(sigmas, log_Ks, got):
             one = _posthoc_choice_valid(s, lk, 384, g)
             assert log_T.tobytes() == one.log_T.tobytes() and (p_star, log_T_star) == (one.p_star, one.log_T_star)
