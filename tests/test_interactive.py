@@ -70,11 +70,17 @@ def test_posthoc_frames_mark_the_grid_and_p_star():
 
 @pytest.fixture
 def drawn_frames(monkeypatch):
-    """The matplotlib figures behind a slider's frames, kept open (the frame functions close them)."""
+    """The matplotlib figures behind a slider's frames, kept open (the frame functions close them).
+
+    Each is a copy of the figure as it was saved (a frame function may redraw one figure for every
+    frame), drawn on its own canvas, so that a test sees every frame and not the last one again."""
+    import pickle
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from bounds_lib.core import style
 
@@ -83,8 +89,12 @@ def drawn_frames(monkeypatch):
 
     def keep(fig, *a, **k):
         fig.draw_without_rendering()
-        figures.append(fig)
-        return real_png(fig, *a, **k)
+        png = real_png(fig, *a, **k)
+        frame = pickle.loads(pickle.dumps(fig))
+        FigureCanvasAgg(frame)
+        frame.draw_without_rendering()
+        figures.append(frame)
+        return png
 
     monkeypatch.setattr(style, "figure_png", keep)
     monkeypatch.setattr(plt, "close", lambda *a, **k: None)
@@ -154,3 +164,8 @@ def test_tau_split_tail_stays_visible_under_the_sum(drawn_frames):
         assert tail.get_marker() not in (None, "None", "") and tail.get_color() != total.get_color()
     # the shared key under both panels stays in place
     assert len({tuple(_legend_boxes(f, shared=True)) for f in drawn_frames}) == 1
+    # each frame's left panel is its own: its title, and limits from its data alone (τ = 0.3, below every σ,
+    # widens the first frame's only), as a figure drawn afresh for every frame would have them
+    assert [f.axes[0].get_title() for f in drawn_frames] == [rf"$\tau$ = {t:.3g}" for t in (0.3, 0.6, 1.0, 2.0)]
+    lows = [f.axes[0].get_ylim()[0] for f in drawn_frames]
+    assert lows[0] < 0.3 < lows[1] == lows[2] == lows[3] < sigma[-1]
