@@ -209,3 +209,23 @@ def test_torch_detection_and_messages():
         with pytest.raises(ValueError) as err:
             as_real_array(t, "W")
         assert str(err.value) == msg
+
+
+def _check_array_outcome(x, **kw):
+    try:
+        a = check_array(x, "s", **kw)
+    except Exception as exc:  # noqa: BLE001 (an inf with allow_inf=True in a 0-d array: IndexError, both ways)
+        return type(exc), str(exc)
+    return a.dtype, a.shape, a.tobytes(), type(a)
+
+
+@pytest.mark.parametrize("inc", ["both", "left", "right", "neither"])
+def test_check_array_a_float_is_checked_as_its_array(inc):
+    # a Python or NumPy float takes a shorter path (no masks): the same array, the same refusals and messages
+    for v in (-1.0, -0.0, 0.0, 5e-324, 0.5, 1.0, 2.0, math.nan, math.inf, -math.inf):
+        for kw in ({}, {"min_val": 0}, {"max_val": 1}, {"min_val": 0, "max_val": 1},
+                   {"min_val": 0.5, "max_val": 0.5}, {"allow_inf": True}, {"allow_neg_inf": True, "min_val": 0},
+                   {"what": "norms are >= 0", "min_val": 0}):
+            want = _check_array_outcome(np.array(v), include_boundaries=inc, **kw)  # a 0-d array: the full path
+            for x in (v, np.float64(v)):
+                assert _check_array_outcome(x, include_boundaries=inc, **kw) == want, (x, inc, kw)

@@ -170,6 +170,10 @@ def check_array(x, name: str, *, min_val=None, max_val=None, include_boundaries:
     """
     if include_boundaries not in _BOUNDARIES:
         raise ValueError(f"include_boundaries must be one of {_BOUNDARIES}, got {include_boundaries!r}")
+    if type(x) in _FLOAT_SCALARS and _valid_float(float(x), min_val, max_val, include_boundaries):
+        # the common case, a valid float, without the array machinery (the library's bounds take one
+        # number at a time inside the chapters' checks); anything else is checked, or refused, below
+        return np.asarray(x, dtype=np.float64)
     if isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be numeric, got {_describe(x)}")
     A = as_real_array(x, name)
@@ -197,6 +201,19 @@ def check_array(x, name: str, *, min_val=None, max_val=None, include_boundaries:
         if high.size:
             raise ValueError(f"{name} contains {high.ravel()[0]}, must be {'<=' if right else '<'} {max_val}{tail}")
     return a
+
+
+#: The scalar types :func:`check_array` accepts without building masks (``bool`` is not among them).
+_FLOAT_SCALARS = (float, np.float64)
+
+
+def _valid_float(v: float, min_val, max_val, include_boundaries: str) -> bool:
+    """``v`` finite and in range: what :func:`check_array` accepts in a float (the fast path's test)."""
+    if not math.isfinite(v):
+        return False
+    if min_val is not None and (v < min_val or (v == min_val and include_boundaries not in ("both", "left"))):
+        return False
+    return max_val is None or not (v > max_val or (v == max_val and include_boundaries not in ("both", "right")))
 
 
 def is_torch_tensor(x) -> bool:
