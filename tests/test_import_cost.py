@@ -3,10 +3,10 @@ SVD floor, ``benchmarks/POOL.md``).
 
 On a safetensors checkpoint the command needs NumPy, safetensors, threadpoolctl and the library. It must not
 import what this run never uses: torch, transformers, matplotlib (no ``--plots``), SciPy, Dask, the Hub
-client (a local folder), tqdm (no progress bar), :mod:`importlib.metadata` (its e-mail parser, 25–37 ms: a
-JSON report's versions are read from the ``.dist-info`` folders, :mod:`bounds_lib.core.facts`), :mod:`hashlib` (OpenSSL; the
-checkpoint's identity uses CPython's own BLAKE2), :mod:`csv` (no ``--csv``), :mod:`socket`, or
-``numpy.ma`` (17 ms, imported by the first ``np.median`` or ``np.unique``: the pool's decision and the
+client (a local folder), tqdm (no progress bar), :mod:`importlib.metadata` (its e-mail parser, 25–37 ms:
+a JSON report's versions are read from the ``.dist-info`` folders, :mod:`bounds_lib.core.facts`),
+:mod:`hashlib` (OpenSSL; the checkpoint's identity uses CPython's own BLAKE2), :mod:`csv` (no ``--csv``),
+:mod:`socket`, or ``numpy.ma`` (17 ms, imported by the first ``np.median`` or ``np.unique``: the pool's decision and the
 report's standouts take their medians with ``bounds_lib.analysis.pool._median``). Each was an eager
 import once, or could become one; together they were a tenth of a MiniLM run. The versions the report
 states stay those of :mod:`importlib.metadata`, and the process tuning (allocator, garbage collector,

@@ -186,8 +186,8 @@ def check_array(x, name: str, *, min_val=None, max_val=None, include_boundaries:
     if np.isnan(a).any():
         raise ValueError(f"{name} contains NaN{tail}")
     inf = np.isinf(a)
-    if inf.any():
-        bad = a[inf & ((a > 0) | (not allow_neg_inf))] if not allow_inf else a[:0]
+    if inf.any() and not allow_inf:
+        bad = a[inf & ((a > 0) | (not allow_neg_inf))]
         if bad.size:
             raise ValueError(f"{name} contains {bad.ravel()[0]}, must be finite{tail}")
     left = include_boundaries in ("both", "left")
