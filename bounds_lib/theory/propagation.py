@@ -516,8 +516,8 @@ def _composition_sides(mats, mats_hat, w, w_hat, X, act, logit_scale, softmax_co
     g = _log_gamma(C[:, 2], C[:, 1], c, np.log(L_phi), np.log(1.0))
     la = _log_alpha(_log_lambda(C[:, 2], C[:, 1], C[:, 0], L_phi, c))
     wn = float(np.linalg.norm(w))
-    Z = np.stack((project_rows(Xb),) * 2)  # net's pass and net_hat's, stacked: each slice the same products
-    pairs, D = np.stack((mats, mats_hat), axis=2)[:, :, :, None], mats_hat - mats  # pairs[ℓ, a]: (2, 1, N, N)
+    Z = np.array((project_rows(Xb),) * 2)  # net's pass and net_hat's, stacked: each slice the same products
+    pairs, D = np.array((mats, mats_hat)).transpose(1, 2, 0, 3, 4)[:, :, :, None], mats_hat - mats  # [ℓ, a]: (2,1,N,N)
     d, kappa = [], []
     for ell in range(L):
         dQV = _row_norms(Z[1].reshape(-1, N) @ D[ell, :2]).max(axis=-1)  # rows of net_hat's layer input
@@ -581,8 +581,8 @@ def _mh_composition_sides(W, W_hat, w, X, phi, L_phi, c, norms, la):
     L, H = W[0].shape[:2]
     wn = float(np.linalg.norm(w))
     Xb = np.asarray(X, dtype=np.float64)
-    Z = np.stack((project_rows(Xb[None] if Xb.ndim == 2 else Xb),) * 2)  # W's pass and Ŵ's (the hybrids' later pieces)
-    pairs = [np.stack(p, axis=1)[:, :, None] for p in zip(W, W_hat)]  # per layer (2, 1, …): W's, Ŵ's
+    Z = np.array((project_rows(Xb[None] if Xb.ndim == 2 else Xb),) * 2)  # W's pass and Ŵ's (the hybrids' later pieces)
+    pairs = [np.array(p) for p in zip(W, W_hat)]  # (2, L, …): W's, Ŵ's
     D = [b - a for a, b in zip(W, W_hat)]
     dist = lambda R, D: _row_norms(R.reshape(-1, D.shape[-2]) @ D).max(axis=-1)  # noqa: E731
     rhs = 0.0
@@ -592,7 +592,7 @@ def _mh_composition_sides(W, W_hat, w, X, phi, L_phi, c, norms, la):
         for h in range(H):
             rhs += a * c * CV[ell, h] * L_phi * Cmi[ell] * Cmo[ell] * float(dQV[h])
             rhs += a * L_phi * Cmi[ell] * Cmo[ell] * float(dQV[H + h])
-        Y, F, Z = _mh_block(Z, *(p[ell] for p in pairs), phi)
+        Y, F, Z = _mh_block(Z, *(p[:, ell, None] for p in pairs), phi)
         rhs += a * L_phi * Cmo[ell] * float(dist(Y[1], D[2][ell]))
         rhs += a * float(dist(F[1], D[3][ell]))
     # Z[0] is now W's last hidden state, Z[1] Ŵ's: their readouts are f_W and f_Ŵ (multihead_forward's last line)
