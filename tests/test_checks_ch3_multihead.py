@@ -23,11 +23,18 @@ def _f(name, *ratios):
 # --- the search vector's layout ---------------------------------------------------------------------------
 
 
+def _layers(x, L, H, N, Nf):
+    """The search's stacks (:func:`MH._mh_stacks`) as ``L`` layers ``(QK heads, Ṽ heads, M_in, M_out)``."""
+    (QK, V, Mi, Mo), used = MH._mh_stacks(x, L, H, N, Nf)
+    assert QK.shape == V.shape == (L, H, N, N) and Mi.shape == (L, N, Nf) and Mo.shape == (L, Nf, N)
+    return [(list(QK[ell]), list(V[ell]), Mi[ell], Mo[ell]) for ell in range(L)], used
+
+
 def test_a_search_vector_holds_each_layer_as_qk_heads_v_heads_m_in_m_out():
     H, N, Nf = 2, 2, 3
     k = 2 * H * N * N + 2 * N * Nf
     x = np.arange(2 * k + 5, dtype=float)
-    layers, used = MH._mh_layers(x, 2, H, N, Nf)
+    layers, used = _layers(x, 2, H, N, Nf)
     assert used == 2 * k and len(layers) == 2
     for ell, (QK, V, Mi, Mo) in enumerate(layers):
         o = ell * k
@@ -54,7 +61,7 @@ def _norm(A):
 
 
 def _layer_ratio_apart(x, H, N, Nf, T, act, c, weaken):
-    (QK, V, Mi, Mo), k = MH._mh_layers(x, 1, H, N, Nf)[0][0], 2 * H * N * N + 2 * N * Nf
+    (QK, V, Mi, Mo), k = _layers(x, 1, H, N, Nf)[0][0], 2 * H * N * N + 2 * N * Nf
     phi, Lp = MH._MH_ACTS[act]
     X = project_rows(x[k:k + T * N].reshape(T, N))
     Xp = project_rows(x[k + T * N:k + 2 * T * N].reshape(T, N))
@@ -80,7 +87,7 @@ def test_the_layer_ratio_is_rebuilt_apart(act):
 
 
 def _gamma_ratio_apart(x, which, H, N, Nf, T, act, c, weaken):
-    (QK, V, Mi, Mo), k = MH._mh_layers(x, 1, H, N, Nf)[0][0], 2 * H * N * N + 2 * N * Nf
+    (QK, V, Mi, Mo), k = _layers(x, 1, H, N, Nf)[0][0], 2 * H * N * N + 2 * N * Nf
     phi, Lp = MH._MH_ACTS[act]
     shape = {"QK": (N, N), "V": (N, N), "M_in": (N, Nf), "M_out": (Nf, N)}[which]
     size = shape[0] * shape[1]
@@ -120,8 +127,8 @@ def test_the_composition_ratio_is_rebuilt_apart(perturb):
     rng = np.random.default_rng(2)
     for last in (-20.0, -4.0, 1.0):
         x = np.r_[rng.normal(0.0, 0.8, 2 * k + T * N), last]
-        layers, _ = MH._mh_layers(x, L, H, N, Nf)
-        E, _ = MH._mh_layers(x[k:], L, H, N, Nf)
+        layers, _ = _layers(x, L, H, N, Nf)
+        E, _ = _layers(x[k:], L, H, N, Nf)
         eps = np.exp(min(max(last, -12.0), 0.0))
         m = {a: float(a in perturb) for a in TYPES}
         hat = [([q + eps * m["QK"] * e for q, e in zip(a[0], b[0])], [v + eps * m["V"] * e for v, e in zip(a[1], b[1])],

@@ -6,7 +6,10 @@ every spectral norm in one batched SVD, call the bounds past their validation an
 hybrid state. Each of these computes the same floating-point operations in the same order, so the values
 are the same bits. The worst ratios below were recorded from the code before the change (commit e873dd8)
 at small budgets; a last-bit difference would steer Nelder–Mead elsewhere, so on the recording machine they
-agree exactly, and elsewhere (another BLAS) to ``RTOL``.
+agree exactly, and elsewhere (another BLAS) to ``RTOL``. A second pass runs a network and its perturbation
+(or a block at ``X`` and ``X'``) as one stacked pass and batches the multi-head norms into one SVD: each slice
+is the same matmul (same shapes, so the same BLAS call) and the same element-wise ops, so the pins still hold
+exactly.
 """
 import numpy as np
 import pytest

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..theory.model import MULTI_HEAD_MATRIX_TYPES, project_rows
-from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, _log_gamma_mh, _row_norms,
-                                  _spectral_norms, log_gamma_multihead, log_layer_lipschitz_multihead,
-                                  multihead_block_forward, multihead_composition_bound)
+from ..theory.propagation import (SOFTMAX_LINF_L1_RELEASED, SOFTMAX_LINF_L1_TIGHT, _log_alpha, _log_gamma_mh,
+                                  _log_lambda_mh, _mh_block, _mh_composition_sides, _mh_norms, _row_norms,
+                                  _spectral_norms, log_gamma_multihead, multihead_block_forward)
 from .ch3_single_head import _compose_claims
 from .harness import CheckResult, Falsification, _spectral, _worst_ratios, falsify
 
@@ -71,32 +71,42 @@ def falsify_multihead_gamma(rng, trials=10_000, released=False, softmax_const=SO
 _MH_ACTS = {"identity": (lambda x: x, 1.0), "tanh": (np.tanh, 1.0), "3tanh": (lambda x: 3.0 * np.tanh(x), 3.0)}
 
 
-def _mh_layers(x, L, H, N, Nf):
-    """``L`` multi-head layers ``(QK_heads, V_heads, M_in, M_out)`` from the first entries of ``x``."""
-    k = 2 * H * N * N + 2 * N * Nf
-    layers = []
-    for ell in range(L):
-        y = x[ell * k:(ell + 1) * k]
-        QK = [y[h * N * N:(h + 1) * N * N].reshape(N, N) for h in range(H)]
-        V = [y[(H + h) * N * N:(H + h + 1) * N * N].reshape(N, N) for h in range(H)]
-        o = 2 * H * N * N
-        layers.append((QK, V, y[o:o + N * Nf].reshape(N, Nf), y[o + N * Nf:o + 2 * N * Nf].reshape(Nf, N)))
-    return layers, L * k
+def _mh_stacks(x, L, H, N, Nf):
+    """``L`` multi-head layers from the first entries of ``x``, as stacks (views of ``x``) ``QK (L, H, N, N)``,
+    ``Ṽ (L, H, N, N)``, ``M_in (L, N, Nf)``, ``M_out (L, Nf, N)``; and the number of entries they take."""
+    o, k = 2 * H * N * N, 2 * H * N * N + 2 * N * Nf
+    y = x[:L * k].reshape(L, k)
+    return (y[:, :o // 2].reshape(L, H, N, N), y[:, o // 2:o].reshape(L, H, N, N), y[:, o:o + N * Nf].reshape(L, N, Nf),
+            y[:, o + N * Nf:k].reshape(L, Nf, N)), L * k
+
+
+def _norms_of(stacks):
+    """``‖·‖₂`` of every matrix of each stack ``(k, m, n)`` of the list ``stacks``, one batched SVD per shape
+    (bitwise ``np.linalg.norm(W, 2)``): a list of arrays ``(k,)``."""
+    out, groups = [None] * len(stacks), {}
+    for i, s in enumerate(stacks):
+        groups.setdefault(s.shape[-2:], []).append(i)
+    for idx in groups.values():
+        norms, o = _spectral_norms(np.concatenate([stacks[i] for i in idx])), 0
+        for i in idx:
+            out[i], o = norms[o:o + len(stacks[i])], o + len(stacks[i])
+    return out
 
 
 def _mh_layer_ratio(x, H, N, Nf, T, act, softmax_const, weaken):
     """``weaken·‖B(X) − B(X')‖_{2→∞} / (Λ ‖X − X'‖_{2→∞})`` for one multi-head block (Λ multi-head)."""
-    (lay,), k = _mh_layers(x, 1, H, N, Nf)
+    (QK, V, Mi, Mo), k = _mh_stacks(x, 1, H, N, Nf)
     phi, Lp = _MH_ACTS[act]
     X = project_rows(x[k:k + T * N].reshape(T, N))
     Xp = project_rows(x[k + T * N:k + 2 * T * N].reshape(T, N))
     den = float(np.max(_row_norms(X - Xp)))
     if den < 1e-12:
         return 0.0
-    num = float(np.max(_row_norms(multihead_block_forward(X, *lay, phi) - multihead_block_forward(Xp, *lay, phi))))
-    CQV = _spectral_norms(np.array(lay[0] + lay[1]))  # the heads' ‖QK_h‖₂ then ‖Ṽ_h‖₂, one batched SVD
-    lam = float(np.exp(log_layer_lipschitz_multihead(_spectral_norms(lay[2][None]), _spectral_norms(lay[3][None]),
-                                                     CQV[None, H:], CQV[None, :H], Lp, softmax_const)[0]))
+    B = _mh_block(np.stack((X, Xp)), QK[0], V[0], Mi[0], Mo[0], phi)[2]  # the block at X and at X', one pass
+    num = float(np.max(_row_norms(B[0] - B[1])))
+    CQ, CV, Cmi, Cmo = _mh_norms((QK, V, Mi, Mo))  # one batched SVD
+    # log_layer_lipschitz_multihead past its validation (the norms are finite and >= 0 by construction)
+    lam = float(np.exp(_log_lambda_mh(Cmi, Cmo, CV, CQ, Lp, float(softmax_const))[0]))
     return weaken * num / (lam * den)
 
 
@@ -124,26 +134,26 @@ def falsify_multihead_layer(rng, softmax_const=SOFTMAX_LINF_L1_TIGHT, weaken=1.0
 
 def _mh_gamma_ratio(x, which, H, N, Nf, T, act, softmax_const, weaken):
     """``weaken·‖B_{W'}(X) − B_W(X)‖_{2→∞} / (γ_a ‖ΔW_a‖₂)``, matrix ``which`` of head 0 perturbed."""
-    (lay,), k = _mh_layers(x, 1, H, N, Nf)
+    W, k = _mh_stacks(x, 1, H, N, Nf)
     phi, Lp = _MH_ACTS[act]
     shape = {"QK": (N, N), "V": (N, N), "M_in": (N, Nf), "M_out": (Nf, N)}[which]
     size = shape[0] * shape[1]
     E = x[k:k + size].reshape(shape) * float(np.exp(np.clip(x[k + size], -12.0, 0.0)))
     X = project_rows(x[k + size + 1:k + size + 1 + T * N].reshape(T, N))
-    QK, V, Mi, Mo = [list(lay[0]), list(lay[1]), lay[2], lay[3]]
-    P = [list(QK), list(V), Mi, Mo]
+    P = [np.concatenate((m, m)) for m in W]  # the block and its perturbation, stacked: [0] is W, [1] is W'
     i = MULTI_HEAD_MATRIX_TYPES.index(which)
     if i < 2:
-        P[i][0] = P[i][0] + E
+        P[i][1, 0] = P[i][1, 0] + E
     else:
-        P[i] = P[i] + E
-    dE = float(_spectral_norms(E))
+        P[i][1] = P[i][1] + E
+    CQ, CV, Cmi, Cmo, dE = _norms_of([W[0][0], W[1][0], W[2], W[3], E[None]])  # one batched SVD per shape
+    dE = float(dE[0])
     if dE == 0:
         return 0.0
-    d = float(np.max(_row_norms(multihead_block_forward(X, QK, V, Mi, Mo, phi) - multihead_block_forward(X, *P, phi))))
-    CQV = _spectral_norms(np.array(QK + V))  # the heads' ‖QK_h‖₂ then ‖Ṽ_h‖₂, one batched SVD
+    B = _mh_block(X, *P, phi)[2]
+    d = float(np.max(_row_norms(B[0] - B[1])))
     # log_gamma_multihead past its validation (the norms are finite and >= 0 by construction)
-    g = _log_gamma_mh(_spectral_norms(Mi), _spectral_norms(Mo), CQV[H:], CQV[:H], float(softmax_const), Lp, Lp)
+    g = _log_gamma_mh(Cmi[0], Cmo[0], CV, CQ, float(softmax_const), Lp, Lp)
     gam = np.exp(g[which])
     gam = float(np.ravel(gam)[0])
     return weaken * d / (gam * dE)
@@ -172,17 +182,17 @@ def adversarial_multihead_gamma(rng, which, softmax_const=SOFTMAX_LINF_L1_TIGHT,
 
 
 def _mh_composition_ratio(x, L, H, N, Nf, T, act, softmax_const, weaken, perturb):
-    layers, k = _mh_layers(x, L, H, N, Nf)
-    E, _ = _mh_layers(x[k:], L, H, N, Nf)
+    W, k = _mh_stacks(x, L, H, N, Nf)
+    E, _ = _mh_stacks(x[k:], L, H, N, Nf)
     eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
     X = x[2 * k:2 * k + T * N].reshape(T, N)
-    keep = {a: (a in perturb) for a in MULTI_HEAD_MATRIX_TYPES}
-    hat = [([q + eps * keep["QK"] * e for q, e in zip(a[0], b[0])],
-            [v + eps * keep["V"] * e for v, e in zip(a[1], b[1])],
-            a[2] + eps * keep["M_in"] * b[2], a[3] + eps * keep["M_out"] * b[3]) for a, b in zip(layers, E)]
+    W_hat = [a + eps * (t in perturb) * e for a, e, t in zip(W, E, MULTI_HEAD_MATRIX_TYPES)]
     phi, Lp = _MH_ACTS[act]
     w = np.ones(N) / np.sqrt(N)
-    lhs, rhs = multihead_composition_bound(layers, hat, w, X, phi, Lp, softmax_const)
+    # multihead_composition_bound past its validation: the stacks as they are, the norms in one batched SVD
+    norms, c = _mh_norms(W), float(softmax_const)
+    la = _log_alpha(_log_lambda_mh(norms[2], norms[3], norms[1], norms[0], Lp, c))
+    lhs, rhs = _mh_composition_sides(W, W_hat, w, X, phi, Lp, c, norms, la)
     return weaken * lhs / rhs if rhs > 0 else 0.0
 
 

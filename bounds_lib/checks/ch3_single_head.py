@@ -212,8 +212,8 @@ def _block_ratio(x, T, N, softmax_const, weaken, qk="identity"):
     # block_forward and log_layer_lipschitz past their validation (the matrices are built here)
     blk = ((q * np.diag(sign), np.eye(N), np.eye(N)),)
     phi = M.ACTIVATIONS["identity"]
-    diff = M._blocks_forward(X, blk, phi, 1.0) - M._blocks_forward(Xp, blk, phi, 1.0)
-    num = float(np.max(P._row_norms(diff)))
+    B = M._blocks_forward(np.stack((X, Xp)), blk, phi, 1.0)  # the block at X and at X', one pass
+    num = float(np.max(P._row_norms(B[0] - B[1])))
     lam = float(np.exp(P._log_lambda(1.0, 1.0, q, 1.0, float(softmax_const))))
     return weaken * num / (lam * den)
 
@@ -245,8 +245,8 @@ def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_M
     """Parameter-perturbation ratio at ``x = (W: 3L N², E: 3L N², X: T N, log ε)`` (single-head network).
 
     The forward pass runs on the raw matrices (:func:`bounds_lib.theory.model._blocks_forward`, the loop of
-    :func:`~bounds_lib.theory.model.forward`); a non-finite ``x``, which the model's validation rejects,
-    has ratio 0 as before."""
+    :func:`~bounds_lib.theory.model.forward`), the network and its perturbation stacked; a non-finite ``x``,
+    which the model's validation rejects, has ratio 0 as before."""
     from ..theory import model as M
 
     if not np.all(np.isfinite(x)):
@@ -259,9 +259,10 @@ def _network_ratio(x, L, N, T, act, softmax_const, weaken, perturb=SINGLE_HEAD_M
     eps = float(np.exp(np.clip(x[-1], -12.0, 0.0)))
     w = np.ones(N) / np.sqrt(N)
     phi, L_phi = M.ACTIVATIONS[act], M.ACTIVATION_LIPSCHITZ[act]
-    f, f2 = (float((M._blocks_forward(H, mats, phi, 1.0)[:, 0, :] @ w)[0]) for mats in (Ws, Ws + eps * Es))
-    d = abs(f - f2)
-    S = P._spectral_norms(np.stack((Ws, Es)))
+    mats = np.array((Ws, Ws + eps * Es)).transpose(1, 2, 0, 3, 4)[:, :, :, None]  # mats[ℓ, a]: (2, 1, N, N)
+    f = M._blocks_forward(H, mats, phi, 1.0)[:, :, 0, :] @ w  # the network and its perturbation, one stacked pass
+    d = abs(float(f[0, 0]) - float(f[1, 0]))
+    S = P._spectral_norms(np.array((Ws, Es)))
     C, D = S[0], eps * S[1]
     c, lp = float(softmax_const), np.log(L_phi)
     # log_gamma and log_layer_lipschitz past their validation (C is finite and >= 0 by construction)

@@ -136,8 +136,12 @@ def log_layer_lipschitz_multihead(C_Min, C_Mout, C_V_heads, C_QK_heads, L_phi=LP
         raise ValueError(f"C_V_heads and C_QK_heads must both have shape (L, H), got {V.shape} and {QK.shape}")
     if Cmi.shape != (V.shape[0],) or Cmo.shape != (V.shape[0],):
         raise ValueError(f"C_Min and C_Mout must have shape ({V.shape[0]},) to match (L, H) = {V.shape}")
-    head_terms = _log(V) + np.log1p(2.0 * c * QK)
-    lse = logsumexp(head_terms, axis=1)  # the sum over heads in log space (-inf for a layer of zero heads)
+    return _log_lambda_mh(Cmi, Cmo, V, QK, L_phi, c)
+
+
+def _log_lambda_mh(Cmi, Cmo, V, QK, L_phi, c):
+    """:func:`log_layer_lipschitz_multihead` on validated float arrays and constants (also the searches' inner loop)."""
+    lse = logsumexp(_log(V) + np.log1p(2.0 * c * QK), axis=1)  # the sum over heads in log space (-inf: no head)
     return np.log(L_phi) + _log(Cmi) + _log(Cmo) + lse
 
 
@@ -269,20 +273,22 @@ def log_gamma_multihead(C_Min, C_Mout, C_V_h, C_QK_h, L_phi=None, softmax_const=
 
 def _log_gamma_mh(Cmi, Cmo, V, QK, c, L_phi, phi_bound):
     """:func:`log_gamma_multihead` on validated arrays (per layer ``Cmi``, ``Cmo``; per head ``V``, ``QK``) and
-    constants; also the searches' inner loop."""
-    Cmi0, Cmo0 = Cmi, Cmo
+    constants; also the searches' inner loop. Each log is taken once (the same value wherever it enters)."""
+    with np.errstate(divide="ignore"):
+        lmi0, lmo0, lv = np.log(Cmi), np.log(Cmo), np.log(V)
+    lmi, lmo = lmi0, lmo0
     if V.ndim > Cmi.ndim:
-        Cmi = Cmi.reshape(Cmi.shape + (1,) * (V.ndim - Cmi.ndim))
-        Cmo = Cmo.reshape(Cmo.shape + (1,) * (V.ndim - Cmo.ndim))
+        lmi = np.reshape(lmi0, Cmi.shape + (1,) * (V.ndim - Cmi.ndim))
+        lmo = np.reshape(lmo0, Cmo.shape + (1,) * (V.ndim - Cmo.ndim))
     if L_phi is None:
-        lp, m_out = 0.0, np.zeros(np.broadcast_shapes(Cmi0.shape, Cmo0.shape))
+        lp, m_out = 0.0, np.zeros(np.broadcast_shapes(Cmi.shape, Cmo.shape))
     else:
         lp = np.log(L_phi)
-        m_out = np.log(phi_bound) + _log(Cmi0) + 0.0 * Cmo0
+        m_out = np.log(phi_bound) + lmi0 + 0.0 * Cmo
     return {
-        "QK": np.log(c) + _log(V) + _log(Cmo) + _log(Cmi) + lp + 0.0 * QK,
-        "V": _log(Cmo) + _log(Cmi) + lp + 0.0 * V,
-        "M_in": _log(Cmo0) + lp + 0.0 * Cmi0,
+        "QK": np.log(c) + lv + lmo + lmi + lp + 0.0 * QK,
+        "V": lmo + lmi + lp + 0.0 * V,
+        "M_in": lmo0 + lp + 0.0 * Cmi,
         "M_out": m_out,
     }
 
@@ -461,13 +467,22 @@ def multihead_block_forward(X, QK_heads, V_heads, M_in, M_out, phi, logit_scale=
 
     ``phi`` is an element-wise callable. Used in Chapter 3 to falsify the multi-head γ.
     """
-    X = np.asarray(X, dtype=np.float64)
+    return _mh_block(np.asarray(X, dtype=np.float64), np.asarray(QK_heads), np.asarray(V_heads), M_in, M_out, phi,
+                     logit_scale)[2]
+
+
+def _mh_block(X, QK, V, M_in, M_out, phi, logit_scale=1.0):
+    """:func:`multihead_block_forward` on arrays: the heads ``QK``, ``V`` stacked on axis −3, broadcast against the
+    batch axes of ``X`` (so a stack of blocks runs as one pass, as the searches do with a network and its
+    perturbation); each slice is the same products in the same order. Returns ``(Y, φ(Y M_in), the output)``."""
+    Xh = X[..., None, :, :]
+    heads = softmax_rows((logit_scale * (Xh @ QK)) @ np.swapaxes(Xh, -1, -2)) @ (Xh @ V)
     A = 0.0
-    for QK, V in zip(QK_heads, V_heads):
-        logits = logit_scale * (X @ QK) @ np.swapaxes(X, -1, -2)
-        A = A + softmax_rows(logits) @ (X @ V)
+    for h in range(heads.shape[-3]):
+        A = A + heads[..., h, :, :]
     Y = project_rows(A)
-    return project_rows(phi(Y @ M_in) @ M_out)
+    F = phi(Y @ M_in)
+    return Y, F, project_rows(F @ M_out)
 
 
 def composition_bound(net, net_hat, X, softmax_const=SOFTMAX_LINF_L1_TIGHT):
@@ -501,24 +516,21 @@ def _composition_sides(mats, mats_hat, w, w_hat, X, act, logit_scale, softmax_co
     g = _log_gamma(C[:, 2], C[:, 1], c, np.log(L_phi), np.log(1.0))
     la = _log_alpha(_log_lambda(C[:, 2], C[:, 1], C[:, 0], L_phi, c))
     wn = float(np.linalg.norm(w))
-    Z = project_rows(Xb)
+    Z = np.array((project_rows(Xb),) * 2)  # net's pass and net_hat's, stacked: each slice the same products
+    pairs, D = np.array((mats, mats_hat)).transpose(1, 2, 0, 3, 4)[:, :, :, None], mats_hat - mats  # [ℓ, a]: (2,1,N,N)
     d, kappa = [], []
     for ell in range(L):
-        (W_QK, W_V, W_M), (H_QK, H_V, H_M) = mats[ell], mats_hat[ell]
-        rows = Z.reshape(-1, N)
-        d.append(float(np.max(_row_norms(rows @ (H_QK - W_QK)))))
-        d.append(float(np.max(_row_norms(rows @ (H_V - W_V)))))
+        dQV = _row_norms(Z[1].reshape(-1, N) @ D[ell, :2]).max(axis=-1)  # rows of net_hat's layer input
         # the layer of the hybrid: the block of net_hat (the loop of model.block_forward, its φ(Ŷ) kept)
-        F = phi(project_rows(M.attention(Z, H_QK, H_V, logit_scale)))
-        d.append(float(np.max(_row_norms(F.reshape(-1, N) @ (H_M - W_M)))))
+        F = phi(project_rows(M.attention(Z, pairs[ell, 0], pairs[ell, 1], logit_scale)))
+        d += [float(dQV[0]), float(dQV[1]), float(np.max(_row_norms(F[1].reshape(-1, N) @ D[ell, 2])))]
         kappa += [wn * np.exp(g["QK"][ell] + la[ell]), wn * np.exp(g["V"][ell] + la[ell]), wn * np.exp(la[ell])]
-        Z = project_rows(F @ H_M)
+        Z = project_rows(F @ pairs[ell, 2])
     # the readout of net_hat must equal that of net (a learned readout is one more piece, κ = 1)
-    d.append(float(np.max(np.abs(Z[:, 0, :] @ (w_hat - w)))))
+    d.append(float(np.max(np.abs(Z[1, :, 0, :] @ (w_hat - w)))))
     kappa.append(1.0)
-    # Z is now net_hat's last hidden state: its readout is f_Ŵ (model.forward's last line)
-    f = M._blocks_forward(project_rows(Xb), mats, phi, logit_scale)[:, 0, :] @ w
-    lhs = float(np.max(np.abs(f - Z[:, 0, :] @ w_hat)))
+    # Z[0] is net's last hidden state, Z[1] net_hat's: their readouts are f_W and f_Ŵ (model.forward's last line)
+    lhs = float(np.max(np.abs(Z[0, :, 0, :] @ w - Z[1, :, 0, :] @ w_hat)))
     d, kappa = np.array(d), np.array(kappa)
     return lhs, float(np.sum(d * kappa)), d, kappa
 
@@ -544,27 +556,45 @@ def multihead_composition_bound(layers, layers_hat, w, X, phi, L_phi, softmax_co
     ``Λ`` — all from the norms of ``layers`` (the later pieces of every hybrid). ``lhs = max_i |f_W − f_Ŵ|``,
     ``rhs = Σ_j κ_j d_j``; the theorem says ``lhs ≤ rhs``. Returns ``(lhs, rhs)``.
     """
-    # ‖·‖₂ of every QK_h (L, H), Ṽ_h (L, H), M_in (L,), M_out (L,): one batched SVD per matrix type
-    CQ, CV, Cmi, Cmo = (_spectral_norms(np.array([lay[i] for lay in layers])) for i in range(4))
+    W, W_hat = ([np.array([lay[i] for lay in ls]) for i in range(4)] for ls in (layers, layers_hat))
+    CQ, CV, Cmi, Cmo = norms = _mh_norms(W)
     la = log_alpha(log_layer_lipschitz_multihead(Cmi, Cmo, CV, CQ, L_phi, softmax_const))
-    c, wn = float(softmax_const), float(np.linalg.norm(w))
+    return _mh_composition_sides(W, W_hat, w, X, phi, L_phi, float(softmax_const), norms, la)
+
+
+def _mh_norms(W):
+    """``‖·‖₂`` of the stacks ``W = (QK (L, H, N, N), Ṽ (L, H, N, N), M_in (L, N, N_f), M_out (L, N_f, N))``: one
+    batched SVD (one per shape when ``N_f ≠ N``); contiguous arrays ``(L, H)``, ``(L, H)``, ``(L,)``, ``(L,)``."""
+    (QK, V, Mi, Mo), H = W, W[0].shape[1]
+    if Mi.shape[1:] == Mo.shape[1:] == QK.shape[2:]:
+        S = _spectral_norms(np.concatenate((QK, V, Mi[:, None], Mo[:, None]), axis=1))
+    else:
+        S = np.concatenate((_spectral_norms(np.concatenate((QK, V), axis=1)), _spectral_norms(Mi)[:, None],
+                            _spectral_norms(Mo)[:, None]), axis=1)
+    return S[:, :H].copy(), S[:, H:2 * H].copy(), S[:, 2 * H].copy(), S[:, 2 * H + 1].copy()
+
+
+def _mh_composition_sides(W, W_hat, w, X, phi, L_phi, c, norms, la):
+    """:func:`multihead_composition_bound` on the stacks ``W``, ``W_hat`` (as :func:`_mh_norms`), given ``W``'s norms
+    and ``log α``; the searches call it directly. Both networks run as one stacked pass of :func:`_mh_block`."""
+    CQ, CV, Cmi, Cmo = norms
+    L, H = W[0].shape[:2]
+    wn = float(np.linalg.norm(w))
     Xb = np.asarray(X, dtype=np.float64)
-    Z = project_rows(Xb[None] if Xb.ndim == 2 else Xb)
+    Z = np.array((project_rows(Xb[None] if Xb.ndim == 2 else Xb),) * 2)  # W's pass and Ŵ's (the hybrids' later pieces)
+    pairs = [np.array(p) for p in zip(W, W_hat)]  # (2, L, …): W's, Ŵ's
+    D = [b - a for a, b in zip(W, W_hat)]
+    dist = lambda R, D: _row_norms(R.reshape(-1, D.shape[-2]) @ D).max(axis=-1)  # noqa: E731
     rhs = 0.0
-    dist = lambda R, D: float(np.max(_row_norms(R.reshape(-1, D.shape[0]) @ D)))  # noqa: E731
-    for ell, ((QK, V, Mi, Mo), (QKh, Vh, Mih, Moh)) in enumerate(zip(layers, layers_hat)):
+    for ell in range(L):
         a = wn * np.exp(la[ell])
-        for h in range(len(QK)):
-            rhs += a * c * CV[ell, h] * L_phi * Cmi[ell] * Cmo[ell] * dist(Z, QKh[h] - QK[h])
-            rhs += a * L_phi * Cmi[ell] * Cmo[ell] * dist(Z, Vh[h] - V[h])
-        A = 0.0
-        for q, v in zip(QKh, Vh):
-            A = A + softmax_rows((Z @ q) @ np.swapaxes(Z, -1, -2)) @ (Z @ v)
-        Y = project_rows(A)
-        rhs += a * L_phi * Cmo[ell] * dist(Y, Mih - Mi)
-        F = phi(Y @ Mih)
-        rhs += a * dist(F, Moh - Mo)
-        Z = project_rows(F @ Moh)
-    # Z is now the last hidden state of layers_hat: its readout is f_Ŵ (multihead_forward's last line)
-    lhs = float(np.max(np.abs(multihead_forward(layers, w, Xb, phi) - Z[..., 0, :] @ w)))
-    return lhs, rhs
+        dQV = dist(Z[1], np.concatenate((D[0][ell], D[1][ell])))  # every QK_h, then every Ṽ_h
+        for h in range(H):
+            rhs += a * c * CV[ell, h] * L_phi * Cmi[ell] * Cmo[ell] * float(dQV[h])
+            rhs += a * L_phi * Cmi[ell] * Cmo[ell] * float(dQV[H + h])
+        Y, F, Z = _mh_block(Z, *(p[:, ell, None] for p in pairs), phi)
+        rhs += a * L_phi * Cmo[ell] * float(dist(Y[1], D[2][ell]))
+        rhs += a * float(dist(F[1], D[3][ell]))
+    # Z[0] is now W's last hidden state, Z[1] Ŵ's: their readouts are f_W and f_Ŵ (multihead_forward's last line)
+    f = Z[..., 0, :] @ w
+    return float(np.max(np.abs(f[0] - f[1]))), rhs
