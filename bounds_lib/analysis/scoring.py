@@ -431,26 +431,19 @@ def _index(m) -> tuple:
     return (m.layer, m.head) if m.head >= 0 else (m.layer, m.expert or 0)
 
 
-def _kept(m, sig: np.ndarray, clean: bool) -> np.ndarray:
-    """The singular values a matrix's ``S_p`` is summed over: a clean head's without its exact zeros (they add
-    nothing to ``S_p``, ``p > 0``, and every kept value is above the rank tolerance, so dropping them changes
-    no number — only the time spent on them); every other matrix's all of them."""
-    return sig[:max(1, int(np.count_nonzero(sig)))] if clean and m.head >= 0 else sig
-
-
 def _matrix_scores(mats, sigmas, clean: bool, log_gam: dict, log_al, log_K: dict, N: int, grid) -> list:
     """The :class:`MatrixScore` of every matrix from its singular values as :func:`score` checked them (not
-    again); their post hoc choices all at once (:func:`~bounds_lib.theory.peeling._posthoc_choices_valid`)."""
+    again), the post hoc choices all at once (:func:`~bounds_lib.theory.peeling._posthoc_choices_valid`). A
+    clean head's ``S_p`` leaves out its exact zeros: they add nothing for ``p > 0``, and every kept value is
+    above the rank tolerance, so no number changes — only the time spent on them."""
     lKs = [float(log_K[m.matrix_type][_index(m)]) for m in mats]
-    rescaled = [_rescaled(_kept(m, sig, clean), lK) for m, sig, lK in zip(mats, sigmas, lKs)]
+    kept = [sig[:max(1, int(np.count_nonzero(sig)))] if clean and m.head >= 0 else sig for m, sig in zip(mats, sigmas)]
+    rescaled = [_rescaled(k, lK) for k, lK in zip(kept, lKs)]
     choices = _posthoc_choices_valid([r[0] for r in rescaled], [r[1] for r in rescaled], N, grid)
-    out = []
-    for m, sig, lK, (log_T, p_star, log_T_star) in zip(mats, sigmas, lKs, choices):
-        idx = _index(m)
-        out.append(MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, _rank_of_valid(sig), m.frobenius,
-                               m.nuclear, m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][idx]),
-                               float(log_al[m.layer]), lK, p_star, log_T_star, log_T, m.expert))
-    return out
+    return [MatrixScore(m.layer, m.head, m.matrix_type, m.shape, m.sigma1, _rank_of_valid(sig), m.frobenius, m.nuclear,
+                        m.stable_rank, m.norm_21, m.norm_11, float(log_gam[m.matrix_type][_index(m)]),
+                        float(log_al[m.layer]), lK, p_star, log_T_star, log_T, m.expert)
+            for m, sig, lK, (log_T, p_star, log_T_star) in zip(mats, sigmas, lKs, choices)]
 
 
 def score(spectra: ModelSpectra, options: ScoringOptions | None = None, **kw) -> BoundReport:
