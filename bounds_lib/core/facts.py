@@ -1,7 +1,7 @@
 """Facts about the installation a report records — versions and the platform — looked up cheaply.
 
 A report of ``bounds-lib analyze`` names the platform and the versions it ran with. The standard library's
-ways cost more than the rest of a small run's bookkeeping: :mod:`importlib.metadata` imports the e-mail
+ways cost more than the rest of a small run's bookkeeping: ``importlib.metadata`` imports the e-mail
 parser it reads package metadata with (25–37 ms), and ``platform.platform()`` runs ``uname -p`` in a
 subprocess (10–26 ms, a fork of a process that holds NumPy) for a field that Linux leaves out. The two
 functions here give the same answers from what is already on disk or in the kernel (a few tenths of a
@@ -19,7 +19,7 @@ _SEPARATORS = re.compile(r"[-_.]+")
 
 
 def _normalized(name: str) -> str:
-    """A distribution name as :mod:`importlib.metadata` compares them (``Jupyter-Book`` → ``jupyter_book``)."""
+    """A distribution name as ``importlib.metadata`` compares them (``Jupyter-Book`` → ``jupyter_book``)."""
     return _SEPARATORS.sub("_", name).lower()
 
 
@@ -38,7 +38,7 @@ def _header_version(path: str) -> str | None:
 
 
 def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
-    """``(decided, version)`` by :mod:`importlib.metadata`'s rule — the first entry of ``path`` with a
+    """``(decided, version)`` by ``importlib.metadata``'s rule — the first entry of ``path`` with a
     ``<name>-….dist-info`` or ``.egg-info`` folder holds the distribution — read from that folder.
     Undecided (``False``) wherever the rule would need more than folders and plain files: another finder of
     distributions on ``sys.meta_path``, an entry that is a file (a zip) or an egg, two candidate folders in
@@ -73,7 +73,7 @@ def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
 
 def dist_version(name: str) -> str | None:
     """The installed version of distribution ``name`` — ``importlib.metadata.version(name)`` — or ``None``
-    where it is not installed, without importing :mod:`importlib.metadata` where the answer is plain.
+    where it is not installed, without importing ``importlib.metadata`` where the answer is plain.
 
     Examples
     --------
