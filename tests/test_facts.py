@@ -3,6 +3,7 @@
 every installed distribution and on made-up layouts of ``sys.path`` where the two could part."""
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata as md
 import platform
 import subprocess
@@ -38,6 +39,13 @@ def _dist(folder, name, version, kind="dist-info", extra="", tail=""):
     (d / ("METADATA" if kind == "dist-info" else "PKG-INFO")).write_text(
         f"Metadata-Version: 2.1\nName: {name}\n{field}{extra}\nVersion: 9.9 (in the body, not the header)\n")
     return d
+
+
+def _only_the_path_finder(monkeypatch):
+    """``sys.meta_path`` without other finders of distributions (a test before this one may have imported the
+    ``importlib_metadata`` backport, which installs one behind the path's)."""
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not getattr(f, "find_distributions", None)
+                                           or f is importlib.machinery.PathFinder])
 
 
 def _spy_metadata(monkeypatch) -> list:
@@ -78,6 +86,7 @@ def _layouts(tmp_path):
                                   "the working folder", "a header without a version", "not there"])
 def test_made_up_layouts_agree_with_importlib_metadata(tmp_path, monkeypatch, case):
     path, name, version, asked = _layouts(tmp_path)[case]
+    _only_the_path_finder(monkeypatch)
     monkeypatch.setattr(sys, "path", path)
     monkeypatch.chdir(tmp_path / "cwd")
     expected = _metadata_version(name)
@@ -87,6 +96,7 @@ def test_made_up_layouts_agree_with_importlib_metadata(tmp_path, monkeypatch, ca
 
 
 def test_an_egg_or_an_unreadable_folder_on_the_path_leaves_it_to_importlib_metadata(tmp_path, monkeypatch):
+    _only_the_path_finder(monkeypatch)
     egg = tmp_path / "thing-1.0-py3.11.egg"
     (egg / "EGG-INFO").mkdir(parents=True)
     (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: thing\nVersion: 1.0\n\n")
@@ -106,6 +116,7 @@ def test_an_egg_or_an_unreadable_folder_on_the_path_leaves_it_to_importlib_metad
 
 
 def test_a_zip_on_the_path_or_two_candidates_in_one_folder_leave_it_to_importlib_metadata(tmp_path, monkeypatch):
+    _only_the_path_finder(monkeypatch)
     calls = _spy_metadata(monkeypatch)
     z = tmp_path / "dists.zip"
     with zipfile.ZipFile(z, "w") as zf:
@@ -127,21 +138,53 @@ def test_a_zip_on_the_path_or_two_candidates_in_one_folder_leave_it_to_importlib
     assert facts.dist_version("once") == "1.0" and calls == []  # the plain case reads the folder alone
 
 
-def test_another_finder_of_distributions_leaves_it_to_importlib_metadata(tmp_path, monkeypatch):
+def _finder(tmp_path):
+    """A finder of distributions that knows ``found`` 7.1 and ``elsewhere`` 2.0, outside ``sys.path``."""
+    known = {"found": _dist(tmp_path / "x1", "found", "7.1"), "elsewhere": _dist(tmp_path / "x2", "elsewhere", "2.0")}
+
     class Finder:
         @staticmethod
         def find_distributions(context=None):
-            return iter([md.PathDistribution(_dist(tmp_path / "elsewhere", "found", "7.1"))])
+            d = known.get(getattr(context, "name", None))
+            return iter([md.PathDistribution(d)] if d else [])
 
         @staticmethod
         def find_spec(*a, **k):
             return None
 
+    return Finder
+
+
+def test_a_finder_of_distributions_ahead_of_the_path_leaves_it_to_importlib_metadata(tmp_path, monkeypatch):
+    _only_the_path_finder(monkeypatch)
     calls = _spy_metadata(monkeypatch)
     _dist(tmp_path / "p", "found", "1.0")
     monkeypatch.setattr(sys, "path", [str(tmp_path / "p")])
-    monkeypatch.setattr(sys, "meta_path", [Finder, *sys.meta_path])
+    monkeypatch.setattr(sys, "meta_path", [_finder(tmp_path), *sys.meta_path])
     assert facts.dist_version("found") == "7.1" and calls == ["found"]
+
+
+def test_a_finder_behind_the_path_is_asked_only_for_what_the_path_lacks(tmp_path, monkeypatch):
+    _only_the_path_finder(monkeypatch)
+    calls = _spy_metadata(monkeypatch)
+    _dist(tmp_path / "p", "found", "1.0")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "p")])
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, _finder(tmp_path)])
+    got = facts.dist_version("found")
+    assert calls == []  # the path's, read from its folder alone
+    assert got == "1.0" == md.version("found")
+    calls.clear()
+    assert facts.dist_version("elsewhere") == "2.0" and calls == ["elsewhere"]
+
+
+def test_the_importlib_metadata_backport_once_imported_changes_nothing(tmp_path, monkeypatch):
+    """Importing the backport (Jupyter's and Sphinx's stacks do) puts its finder behind the path's: a plain
+    layout is still read from its folder alone (in the suite, a test before this one may have imported it)."""
+    pytest.importorskip("importlib_metadata")
+    calls = _spy_metadata(monkeypatch)
+    _dist(tmp_path / "p", "plain", "4.2")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "p")])
+    assert facts.dist_version("plain") == "4.2" and calls == []
 
 
 class FakeUname:

@@ -37,14 +37,26 @@ def _header_version(path: str) -> str | None:
     return None
 
 
+def _searches_the_path(finder) -> bool:
+    """The standard library's finder of distributions on ``sys.path``, or the ``importlib_metadata``
+    backport's: importing the backport (Jupyter's and Sphinx's stacks do) takes that search away from the
+    standard library's ``PathFinder`` and installs its own ``MetadataPathFinder``, the same search."""
+    if finder is importlib.machinery.PathFinder:
+        return True
+    cls = finder if isinstance(finder, type) else type(finder)  # the backport's is an instance
+    return (cls.__module__, cls.__qualname__) == ("importlib_metadata", "MetadataPathFinder")
+
+
 def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
     """``(decided, version)`` by ``importlib.metadata``'s rule — the first entry of ``path`` with a
     ``<name>-….dist-info`` or ``.egg-info`` folder holds the distribution — read from that folder.
     Undecided (``False``) wherever the rule would need more than folders and plain files: another finder of
-    distributions on ``sys.meta_path``, an entry that is a file (a zip) or an egg, two candidate folders in
-    one entry, a folder without a readable ``Version``."""
-    if any(getattr(f, "find_distributions", None) for f in sys.meta_path if f is not importlib.machinery.PathFinder):
-        return False, None  # another finder lists distributions too
+    distributions ahead of the path's on ``sys.meta_path`` (one behind it is asked only when the path has
+    nothing), an entry that is a file (a zip) or an egg, two candidate folders in one entry, a folder
+    without a readable ``Version``."""
+    finders = [f for f in sys.meta_path if getattr(f, "find_distributions", None)]
+    if not finders or not _searches_the_path(finders[0]):
+        return False, None
     want = _normalized(name)
     for entry in path:
         base = entry or "."
@@ -68,7 +80,7 @@ def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
         meta = "METADATA" if hits[0].lower().endswith(".dist-info") else "PKG-INFO"
         version = _header_version(os.path.join(folder, meta)) if os.path.isdir(folder) else None
         return (version is not None), version
-    return True, None
+    return len(finders) == 1, None  # not on the path: a finder behind it may still know the name
 
 
 def dist_version(name: str) -> str | None:
