@@ -108,9 +108,30 @@ def test_cli_check_regenerates_every_reference_row_within_tolerance(capsys):
 
 
 
-def test_regenerate_restores_the_thread_count():
+@pytest.mark.parametrize("fails", [False, True])
+def test_regenerate_trains_on_the_threads_asked_and_restores_the_count(monkeypatch, fails):
+    """The training itself is replaced by a recorder (the rows' regeneration is tested above): it runs on the
+    threads asked, and the count before is back afterwards, after a training that fails too."""
     import torch
 
+    from bounds_lib.studies import grid
+
+    seen = []
+
+    def recorded(cfg):
+        seen.append((torch.get_num_threads(), cfg))
+        if fails:
+            raise RuntimeError("training failed")
+        return {"config": {}, "numbers": [1.0]}
+
+    monkeypatch.setattr(grid, "run_config", recorded)
     before = torch.get_num_threads()
-    P.regenerate(_first_reference("trained_grid"), threads=2)
+    row = _first_reference("trained_grid")
+    threads = 3 if before != 3 else 2
+    if fails:
+        with pytest.raises(RuntimeError, match="training failed"):
+            P.regenerate(row, threads=threads)
+    else:
+        assert P.regenerate(row, threads=threads) == {"config": {}, "numbers": [1.0]}
+    assert [(n, c) for n, c in seen] == [(threads, TrainConfig(**row["config"]))]
     assert torch.get_num_threads() == before
