@@ -163,6 +163,17 @@ WAIT_MATHJAX = """async () => {
   for (let i = 0; i < 50 && document.fonts && [...document.fonts].some(f => f.status === 'loading'); i++) {
     await settle();
   }
+  // and until the formulas' widths stop changing: under load a glyph's font can arrive after the checks
+  // above (a phone-width run once measured three of Chapter 5's formulas 8 px wider than every other run)
+  const widths = () => [...document.querySelectorAll('mjx-container')].map(e => e.getBoundingClientRect().width).join();
+  let last = widths();
+  for (let i = 0; i < 20; i++) {
+    await new Promise(r => setTimeout(r, 50));
+    await settle();
+    const now = widths();
+    if (now === last) break;
+    last = now;
+  }
   return {loaded: true};
 }"""
 

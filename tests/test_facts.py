@@ -3,7 +3,6 @@
 every installed distribution and on made-up layouts of ``sys.path`` where the two could part."""
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.metadata as md
 import platform
 import subprocess
@@ -18,7 +17,7 @@ from bounds_lib.core import facts
 def _metadata_version(name):
     try:
         return md.version(name)
-    except md.PackageNotFoundError:
+    except (md.PackageNotFoundError, KeyError):  # KeyError: no Version field, once the backport is imported
         return None
 
 
@@ -42,10 +41,11 @@ def _dist(folder, name, version, kind="dist-info", extra="", tail=""):
 
 
 def _only_the_path_finder(monkeypatch):
-    """``sys.meta_path`` without other finders of distributions (a test before this one may have imported the
-    ``importlib_metadata`` backport, which installs one behind the path's)."""
+    """``sys.meta_path`` without finders of distributions other than the path's: the standard library's, or
+    the ``importlib_metadata`` backport's where a test before this one imported it (it then replaces the
+    standard library's)."""
     monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not getattr(f, "find_distributions", None)
-                                           or f is importlib.machinery.PathFinder])
+                                           or facts._searches_the_path(f)])
 
 
 def _spy_metadata(monkeypatch) -> list:

@@ -85,7 +85,8 @@ def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
 
 def dist_version(name: str) -> str | None:
     """The installed version of distribution ``name`` — ``importlib.metadata.version(name)`` — or ``None``
-    where it is not installed, without importing ``importlib.metadata`` where the answer is plain.
+    where it is not installed or states no version, without importing ``importlib.metadata`` where the
+    answer is plain.
 
     Examples
     --------
@@ -103,7 +104,7 @@ def dist_version(name: str) -> str | None:
 
     try:
         return metadata_version(name)
-    except PackageNotFoundError:
+    except (PackageNotFoundError, KeyError):  # KeyError: no Version field, where the backport handles it
         return None
 
 
