@@ -3,6 +3,7 @@
 every installed distribution and on made-up layouts of ``sys.path`` where the two could part."""
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata as md
 import platform
 import subprocess
@@ -175,6 +176,21 @@ def test_a_finder_behind_the_path_is_asked_only_for_what_the_path_lacks(tmp_path
     assert got == "1.0" == md.version("found")
     calls.clear()
     assert facts.dist_version("elsewhere") == "2.0" and calls == ["elsewhere"]
+
+
+def test_the_standard_librarys_finder_alone_reads_the_folders(tmp_path, monkeypatch):
+    """A process where the backport was never imported: the path's finder is the standard library's
+    ``PathFinder`` (whose ``find_distributions`` the backport deletes on import; put back here)."""
+    path_finder = importlib.machinery.PathFinder
+    from importlib.metadata import MetadataPathFinder
+
+    monkeypatch.setattr(path_finder, "find_distributions", MetadataPathFinder.find_distributions, raising=False)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not getattr(f, "find_distributions", None)
+                                           or f is path_finder])
+    calls = _spy_metadata(monkeypatch)
+    _dist(tmp_path / "p", "plain", "4.2")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "p")])
+    assert facts.dist_version("plain") == "4.2" and calls == []
 
 
 def test_the_importlib_metadata_backport_once_imported_changes_nothing(tmp_path, monkeypatch):

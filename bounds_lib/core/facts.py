@@ -43,8 +43,7 @@ def _searches_the_path(finder) -> bool:
     standard library's ``PathFinder`` and installs its own ``MetadataPathFinder``, the same search."""
     if finder is importlib.machinery.PathFinder:
         return True
-    cls = finder if isinstance(finder, type) else type(finder)  # the backport's is an instance
-    return (cls.__module__, cls.__qualname__) == ("importlib_metadata", "MetadataPathFinder")
+    return (type(finder).__module__, type(finder).__qualname__) == ("importlib_metadata", "MetadataPathFinder")
 
 
 def _from_folders(name: str, path: list[str]) -> tuple[bool, str | None]:
