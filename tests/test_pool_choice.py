@@ -65,9 +65,13 @@ def test_plan_pool_is_the_stated_rule(monkeypatch, flops, workers, busy, use):
 
 
 def test_plan_pool_reads_the_busy_cores_when_not_given(monkeypatch):
-    monkeypatch.setattr(POOL, "_busy_cores", lambda: 1.25)
+    asked = []
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    monkeypatch.setattr(POOL, "_busy_cores", lambda needs: asked.append(needs) or (1.25, 5))
     _, cost = POOL.plan_pool(1e9, 2, rate=(1e9, "r"), start=(0.5, "s"))
     assert cost["busy_cores"] == 1.25 and cost["busy_from"].startswith("processes runnable now")
+    assert "5 read(s)" in cost["busy_from"] and "a pool needs" not in cost["busy_from"]
+    assert asked == [pytest.approx(1.5)]  # a pool needs more than 2·0.5/(0.8·1) + 1/0.8 − 1 busy
 
 
 # --- how many cores other processes keep busy now --------------------------------------------------
@@ -93,23 +97,23 @@ def _loadavg(tmp_path, monkeypatch, *lines):
 def test_busy_cores_are_the_processes_runnable_now_less_this_one(tmp_path, monkeypatch):
     # a one-minute average of 7.5 after a burst, but 1 other process running now (2 runnable, this one among them)
     _loadavg(tmp_path, monkeypatch, "7.50 3.00 1.00 2/412 31337\n")
-    assert POOL._busy_cores() == 1.0
+    assert POOL._busy_cores() == (1.0, 5)
 
 
 def test_busy_cores_take_the_median_of_five_reads(tmp_path, monkeypatch):
     _loadavg(tmp_path, monkeypatch, *(f"0.1 0.1 0.1 {r}/400 1\n" for r in (9, 1, 3, 1, 2)))
-    assert POOL._busy_cores() == 1.0  # median 2, less this process (9 in one read is a spike, not a load)
+    assert POOL._busy_cores() == (1.0, 5)  # median 2, less this process (9 in one read is a spike, not a load)
 
 
 def test_busy_cores_are_0_when_only_this_process_runs(tmp_path, monkeypatch):
     _loadavg(tmp_path, monkeypatch, "3.9 0.1 0.1 1/400 1\n")
-    assert POOL._busy_cores() == 0.0
+    assert POOL._busy_cores() == (0.0, 5)
 
 
 @pytest.mark.parametrize("text", ["", "0.1 0.1 0.1\n", "0.1 0.1 0.1 x/4 1\n"])
 def test_busy_cores_fall_back_to_the_load_average_without_a_count(tmp_path, monkeypatch, text):
     _loadavg(tmp_path, monkeypatch, text)
-    assert POOL._busy_cores() == 9.0
+    assert POOL._busy_cores() == (9.0, 0)
 
 
 def test_busy_cores_without_proc_nor_load_average_are_0(tmp_path, monkeypatch):
@@ -119,11 +123,50 @@ def test_busy_cores_without_proc_nor_load_average_are_0(tmp_path, monkeypatch):
         raise OSError("no load average")
 
     monkeypatch.setattr(POOL.os, "getloadavg", no_loadavg)
-    assert POOL._busy_cores() == 0.0
+    assert POOL._busy_cores() == (0.0, 0)
+
+
+def test_one_read_decides_where_a_pool_is_out_of_reach(tmp_path, monkeypatch):
+    """The first read stops the reading only where it is at least _RUNNABLE_SLACK below what a pool needs."""
+    slept = []
+    _loadavg(tmp_path, monkeypatch, *(f"0.1 0.1 0.1 {r}/400 1\n" for r in (2, 9, 9, 9, 9)))
+    monkeypatch.setattr(POOL.time, "sleep", slept.append)
+    assert POOL._busy_cores(3.0) == (1.0, 1) and slept == []  # 1 busy + 2 ≤ 3: the spikes after it unread
+    assert POOL._busy_cores(2.99) == (8.0, 5)  # 1 + 2 > 2.99: every read (the median of 2, 9, 9, 9, 9)
+    assert slept == [POOL._RUNNABLE_GAP_S] * 4
+    assert POOL._busy_cores(None) == (8.0, 5) and POOL._busy_cores(0.0) == (8.0, 5)
+
+
+@pytest.mark.parametrize("x, s, cores", [(0.729, 1.507, 2), (1.0, 0.25, 2), (1.0, 0.35, 2), (0.3, 2.0, 4),
+                                         (2.0, 1.7, 3)])
+def test_a_pool_needs_more_busy_processes_than_the_bound(monkeypatch, x, s, cores):
+    """Below the bound, plan_pool never chooses a pool; just above it, at enough work per worker, it can."""
+    monkeypatch.setattr(POOL, "_cores", lambda: cores)
+    needs = POOL._pool_needs_busy_over(x, s, cores)
+    expected = 0.0 if s + x / cores <= 0.8 * x else cores * s / (0.8 * x) + 1 / 0.8 - 1
+    assert needs == pytest.approx(expected, rel=1e-12)
+    for busy in np.linspace(0.0, needs, 41) if needs > 0 else ():
+        for w in (2, 3, 4, 64):
+            assert not POOL.plan_pool(x * 1e9, w, rate=(1e9, "r"), start=(s, "s"), busy=float(busy))[0]
+    # the bound is the rule's own limit: a pool of many workers beside a little more is chosen
+    assert POOL.plan_pool(x * 1e9, 10_000, rate=(1e9, "r"), start=(s, "s"), busy=needs * 1.01 + 0.01)[0]
+
+
+def test_plan_pool_on_minilm_numbers_reads_once_on_an_idle_machine(tmp_path, monkeypatch):
+    """The reference machine's numbers for all-MiniLM-L6-v2: a pool needs more than 5.4 busy; idle, one read."""
+    monkeypatch.setattr(POOL, "_cores", lambda: 2)
+    _loadavg(tmp_path, monkeypatch, "0.5 0.5 0.5 1/400 1\n")
+    use, cost = POOL.plan_pool(10.2e9, 2, rate=(14.0e9, "r"), start=(1.507, "s"))
+    assert not use and cost["busy_cores"] == 0.0
+    assert cost["busy_from"].endswith("1 read(s); a pool needs more than 5.42 busy")
+    (tmp_path / "b").mkdir()
+    _loadavg(tmp_path / "b", monkeypatch, "0.5 0.5 0.5 5/400 1\n")  # 4 busy: within the slack, every read
+    assert "5 read(s)" in POOL.plan_pool(10.2e9, 2, rate=(14.0e9, "r"), start=(1.507, "s"))[1]["busy_from"]
 
 
 def test_busy_cores_read_this_machine():
-    assert 0.0 <= POOL._busy_cores() < 10_000
+    busy, reads = POOL._busy_cores()
+    assert 0.0 <= busy < 10_000 and reads == 5
 
 
 def test_plan_pool_states_every_number_it_used():
@@ -217,7 +260,7 @@ def test_without_a_record_the_rate_is_measured_now(record, monkeypatch):
 
 def test_jobs_0_stays_in_process_when_the_pool_would_not_pay(bert_dir, record, monkeypatch):
     monkeypatch.setattr(POOL, "_cores", lambda: 2)
-    monkeypatch.setattr(POOL, "_busy_cores", lambda: 0.0)
+    monkeypatch.setattr(POOL, "_busy_cores", lambda needs: (0.0, 5))
     POOL._record(svd_rate=1e10, worker_start_s=0.5)  # a tiny model: microseconds of work against 0.5 s
     sp = compute_spectra(bert_dir, jobs=0)
     p = sp.meta["parallel"]
@@ -228,7 +271,7 @@ def test_jobs_0_stays_in_process_when_the_pool_would_not_pay(bert_dir, record, m
 
 @pytest.mark.skipif(POOL._cores() < 2, reason="a pool needs two cores")
 def test_jobs_0_takes_the_pool_when_it_pays_and_measures_the_start_up(bert_dir, record, monkeypatch):
-    monkeypatch.setattr(POOL, "_busy_cores", lambda: 0.0)
+    monkeypatch.setattr(POOL, "_busy_cores", lambda needs: (0.0, 5))
     monkeypatch.setattr(POOL, "svd_rate", lambda: (1.0, "a machine that needs a second per flop"))
     here = compute_spectra(bert_dir, jobs=1)
     sp = compute_spectra(bert_dir, jobs=0)

@@ -244,3 +244,73 @@ def test_threads_0_limits_nothing_and_opens_no_block(recorded):
         assert _OPEN == []
         limit_new_libraries()
     assert _Limits.made == []
+
+
+# --- the command's own process: OpenBLAS starts with the command's threads (bounds_lib.__main__) ---------
+
+import bounds_lib.__main__ as ENTRY  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, threads", [
+    ([], 1), (["analyze", "m"], 1), (["analyze", "m", "--threads", "3"], 3), (["analyze", "m", "--threads=2"], 2),
+    (["analyze", "m", "--thr", "4"], 4), (["analyze", "m", "--th=5"], 5),
+    (["analyze", "m", "--threads", "0"], None),      # 0: BLAS's own default, not ours
+    (["analyze", "m", "--threads", "-1"], None), (["analyze", "m", "--threads", "x"], None),
+    (["analyze", "m", "--threads"], None), (["analyze", "m", "--threads", "2", "--threads", "3"], None),
+    (["analyze", "m", "--t", "2"], 1),                # --t is ambiguous with --top-k: argparse refuses it
+    (["analyze", "--", "--threads", "7"], 1),          # after "--", a positional
+])
+def test_the_entry_reads_threads_as_the_parser_will(argv, threads):
+    assert ENTRY._threads_asked(argv) == threads
+
+
+def test_the_entry_agrees_with_the_parser_where_it_is_sure():
+    from bounds_lib.cli import build_parser
+
+    for argv in (["analyze", "m"], ["analyze", "m", "--threads", "3"], ["analyze", "m", "--thr=4"],
+                 ["compare", "a", "b", "--threa", "2"], ["scaling", "a", "b", "--th", "6"]):
+        assert build_parser().parse_args(argv).threads == ENTRY._threads_asked(argv), argv
+
+
+_ENTRY_PROBE = r"""
+import json, os, sys
+import bounds_lib.__main__ as E
+pinned = E._pin_blas_at_load(sys.argv[1:])
+import numpy
+from threadpoolctl import threadpool_info
+print(json.dumps({"pinned": pinned, "env": os.environ.get("OPENBLAS_NUM_THREADS"),
+                  "blas": sorted({i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"})}))
+"""
+
+
+@two_cores
+def test_the_entry_starts_openblas_with_the_commands_threads():
+    assert _fresh(_ENTRY_PROBE, "analyze") == {"pinned": True, "env": "1", "blas": [1]}
+    cores = POOL._cores()
+    got = _fresh(_ENTRY_PROBE, "--threads=0")  # left to BLAS: one thread per core
+    assert got["pinned"] is False and got["env"] is None and got["blas"] == [cores]
+    got = _fresh(_ENTRY_PROBE, "analyze", OMP_NUM_THREADS="2")  # the user's variable: theirs
+    assert got["pinned"] is False and got["env"] is None and got["blas"] == [2]
+
+
+def test_the_entry_leaves_a_process_whose_numpy_is_loaded(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("GOTO_NUM_THREADS", raising=False)
+    assert "numpy" in sys.modules and ENTRY._pin_blas_at_load(["analyze"]) is False
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+@two_cores
+def test_the_console_script_runs_with_one_thread_and_raises_it_when_asked(tmp_path):
+    """End to end: the command pinned OpenBLAS to 1 thread at load, and --threads 3 still gets 3 threads."""
+    from tiny_checkpoints import write_tiny_bert
+
+    model = write_tiny_bert(tmp_path / "m", hidden=16, layers=1, heads=2, intermediate=32)
+    clean = {k: v for k, v in os.environ.items() if k not in ENTRY.BLAS_LOAD_VARIABLES}
+    for extra, want in (([], 1), (["--threads", "3"], 3)):
+        out = tmp_path / f"r{want}.json"
+        r = subprocess.run([sys.executable, "-m", "bounds_lib", "analyze", str(model), "--quiet", "--no-progress",
+                            "--json", str(out), *extra], capture_output=True, text=True, env=clean, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert {b["threads"] for b in json.loads(out.read_text())["meta"]["blas"]} == {want}

@@ -8,8 +8,8 @@ process alone: the units' SVD flops at this machine's measured rate (:func:`svd_
 worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes runnable
 at that moment (``_busy_cores``); both are learnt from earlier runs (:func:`machine_record`), and a
 pool is chosen only where it is estimated clearly sooner (:data:`POOL_MARGIN`). A small model such as
-all-MiniLM-L6-v2 (0.6 s of SVDs against 0.2 s to start a worker) is analysed in process unless the
-machine is idle; a 1.1B model's layers are spread over the cores.
+all-MiniLM-L6-v2 (0.7 s of SVDs on the 2-core reference machine, whose record says 1.5 s to start a
+worker) is analysed in process; a 1.1B model's layers are spread over the cores.
 :func:`process_pool` spawns the workers: a signal or a unit's error cancels the units not started and
 ends the workers, workers die with their parent, and a worker that dies (most often by the kernel's
 out-of-memory killer) is one :class:`~bounds_lib.analysis.cluster.ClusterError`.
@@ -257,6 +257,10 @@ def worker_start_seconds() -> tuple:
 _LOADAVG = "/proc/loadavg"
 #: Reads of ``_LOADAVG`` whose median ``_busy_cores`` takes, and the seconds between two.
 _RUNNABLE_READS, _RUNNABLE_GAP_S = 5, 0.005
+#: How far below the least busy count at which a pool could be chosen (:func:`_pool_needs_busy_over`) the
+#: first read must be for ``_busy_cores`` to stop there: two more processes would have to become runnable
+#: within the next reads' 20 ms, and stay so, to change the decision.
+_RUNNABLE_SLACK = 2
 
 
 def _median(values) -> float:
@@ -272,12 +276,18 @@ def _median(values) -> float:
     return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
 
 
-def _busy_cores() -> float:
-    """Cores other processes keep busy now: the processes runnable at this moment (the fourth field of
-    ``/proc/loadavg``, the median of :data:`_RUNNABLE_READS` reads), less this one, which is running
-    while it reads. Not the one-minute load average: it lags by a minute (after a burst it reports busy
-    cores on an idle machine) and still counts this user's just-finished runs. Where ``/proc`` is
-    missing (not Linux) the load average stands in; where neither exists, 0."""
+def _busy_cores(pool_needs_over: float | None = None) -> tuple:
+    """``(busy, reads)``: cores other processes keep busy now — the processes runnable at this moment (the
+    fourth field of ``/proc/loadavg``, the median of :data:`_RUNNABLE_READS` reads :data:`_RUNNABLE_GAP_S` s
+    apart), less this one, which is running while it reads — and how many reads it took. Not the one-minute
+    load average: it lags by a minute (after a burst it reports busy cores on an idle machine) and still
+    counts this user's just-finished runs. Where ``/proc`` is missing (not Linux) the load average stands
+    in (``reads`` 0); where neither exists, 0.
+
+    ``pool_needs_over``: a pool can be chosen only beside more busy processes than this
+    (:func:`_pool_needs_busy_over`). Where the first read is :data:`_RUNNABLE_SLACK` or more below it, that
+    read is the answer: the other reads, 20 ms of sleeping, could not change the decision (all-MiniLM-L6-v2
+    on 2 cores needs more than 5 busy)."""
     try:
         counts = []
         for i in range(_RUNNABLE_READS):
@@ -285,13 +295,29 @@ def _busy_cores() -> float:
                 time.sleep(_RUNNABLE_GAP_S)
             with open(_LOADAVG) as fh:
                 counts.append(int(fh.read().split()[3].split("/")[0]))
-        return max(0.0, _median(counts) - 1.0)
+            if i == 0 and pool_needs_over is not None and counts[0] - 1.0 + _RUNNABLE_SLACK <= pool_needs_over:
+                break
+        return max(0.0, _median(counts) - 1.0), len(counts)
     except (OSError, ValueError, IndexError):
         pass
     try:
-        return float(os.getloadavg()[0])
+        return float(os.getloadavg()[0]), 0
     except (OSError, AttributeError):
+        return 0.0, 0
+
+
+def _pool_needs_busy_over(serial_alone: float, start: float, cores: int) -> float:
+    """The busy processes a pool needs beside it before :func:`plan_pool` could choose it, whatever its size.
+
+    With ``x`` the work alone on an idle core, ``s`` a worker's start-up and ``c`` cores, a pool of ``w``
+    workers beside ``busy`` others gets ``w·min(1, c/(w + busy)) ≤ c`` cores' worth, so it takes at least
+    ``s + x/c`` (more whenever ``busy > 0``), and ``T₁ = x·max(1, (1 + busy)/c)``. So a pool needs
+    ``s + x/c ≤ M·T₁`` (``M``: :data:`POOL_MARGIN`): where ``s + x/c ≤ M·x`` that holds on an idle machine
+    (0 returned); otherwise it needs ``busy > c·s/(M·x) + 1/M − 1``, and many workers beside a little
+    more are chosen (the bound is the rule's own limit)."""
+    if start + serial_alone / cores <= POOL_MARGIN * serial_alone:
         return 0.0
+    return cores * start / (POOL_MARGIN * serial_alone) + 1.0 / POOL_MARGIN - 1.0
 
 
 def _core_share(runnable: float, cores: int) -> float:
@@ -323,9 +349,14 @@ def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: t
     :func:`worker_start_seconds`."""
     rate, rate_from = svd_rate() if rate is None else rate
     s, where = worker_start_seconds() if start is None else start
-    busy_from = "given" if busy is not None else "processes runnable now, this one not counted (_busy_cores)"
-    busy = max(0.0, _busy_cores() if busy is None else busy)
     cores = _cores()
+    busy_from = "given"
+    if busy is None:
+        needs = _pool_needs_busy_over(flops / rate, s, cores)
+        busy, reads = _busy_cores(needs)
+        busy_from = (f"processes runnable now, this one not counted (_busy_cores): {reads} read(s)"
+                     + (f"; a pool needs more than {needs:.2f} busy" if reads == 1 else ""))
+    busy = max(0.0, busy)
     worth = workers * _core_share(workers + busy, cores)  # the pool's cores' worth beside the busy processes
     serial = flops / rate / _core_share(1 + busy, cores)
     pooled = s + flops / rate / worth
