@@ -257,9 +257,9 @@ def worker_start_seconds() -> tuple:
 _LOADAVG = "/proc/loadavg"
 #: Reads of ``_LOADAVG`` whose median ``_busy_cores`` takes, and the seconds between two.
 _RUNNABLE_READS, _RUNNABLE_GAP_S = 5, 0.005
-#: How far below the least busy count at which a pool could be chosen (:func:`_pool_needs_busy_over`) the
-#: first read must be for ``_busy_cores`` to stop there: two more processes would have to become runnable
-#: within the next reads' 20 ms, and stay so, to change the decision.
+#: How many more busy processes than the first read of the runnable count shows ``_busy_cores`` allows
+#: for before it stops at that read (:func:`_out_of_reach`): two more would have to become runnable within
+#: the next reads' 20 ms, and stay so, to change the decision.
 _RUNNABLE_SLACK = 2
 
 
@@ -276,7 +276,7 @@ def _median(values) -> float:
     return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
 
 
-def _busy_cores(pool_needs_over: float | None = None) -> tuple:
+def _busy_cores(settled=None) -> tuple:
     """``(busy, reads)``: cores other processes keep busy now — the processes runnable at this moment (the
     fourth field of ``/proc/loadavg``, the median of :data:`_RUNNABLE_READS` reads :data:`_RUNNABLE_GAP_S` s
     apart), less this one, which is running while it reads — and how many reads it took. Not the one-minute
@@ -284,10 +284,9 @@ def _busy_cores(pool_needs_over: float | None = None) -> tuple:
     counts this user's just-finished runs. Where ``/proc`` is missing (not Linux) the load average stands
     in (``reads`` 0); where neither exists, 0.
 
-    ``pool_needs_over``: a pool can be chosen only beside more busy processes than this
-    (:func:`_pool_needs_busy_over`). Where the first read is :data:`_RUNNABLE_SLACK` or more below it, that
-    read is the answer: the other reads, 20 ms of sleeping, could not change the decision (all-MiniLM-L6-v2
-    on 2 cores needs more than 5 busy)."""
+    ``settled(busy)``: whether the first read's count already decides (:func:`plan_pool` asks whether no
+    pool could be chosen up to :data:`_RUNNABLE_SLACK` more busy); then that read is the answer, without
+    the other reads' 20 ms of sleeping."""
     try:
         counts = []
         for i in range(_RUNNABLE_READS):
@@ -295,7 +294,7 @@ def _busy_cores(pool_needs_over: float | None = None) -> tuple:
                 time.sleep(_RUNNABLE_GAP_S)
             with open(_LOADAVG) as fh:
                 counts.append(int(fh.read().split()[3].split("/")[0]))
-            if i == 0 and pool_needs_over is not None and counts[0] - 1.0 + _RUNNABLE_SLACK <= pool_needs_over:
+            if i == 0 and settled is not None and settled(max(0.0, counts[0] - 1.0)):
                 break
         return max(0.0, _median(counts) - 1.0), len(counts)
     except (OSError, ValueError, IndexError):
@@ -304,20 +303,6 @@ def _busy_cores(pool_needs_over: float | None = None) -> tuple:
         return float(os.getloadavg()[0]), 0
     except (OSError, AttributeError):
         return 0.0, 0
-
-
-def _pool_needs_busy_over(serial_alone: float, start: float, cores: int) -> float:
-    """The busy processes a pool needs beside it before :func:`plan_pool` could choose it, whatever its size.
-
-    With ``x`` the work alone on an idle core, ``s`` a worker's start-up and ``c`` cores, a pool of ``w``
-    workers beside ``busy`` others gets ``w·min(1, c/(w + busy)) ≤ c`` cores' worth, so it takes at least
-    ``s + x/c`` (more whenever ``busy > 0``), and ``T₁ = x·max(1, (1 + busy)/c)``. So a pool needs
-    ``s + x/c ≤ M·T₁`` (``M``: :data:`POOL_MARGIN`): where ``s + x/c ≤ M·x`` that holds on an idle machine
-    (0 returned); otherwise it needs ``busy > c·s/(M·x) + 1/M − 1``, and many workers beside a little
-    more are chosen (the bound is the rule's own limit)."""
-    if start + serial_alone / cores <= POOL_MARGIN * serial_alone:
-        return 0.0
-    return cores * start / (POOL_MARGIN * serial_alone) + 1.0 / POOL_MARGIN - 1.0
 
 
 def _core_share(runnable: float, cores: int) -> float:
@@ -329,6 +314,26 @@ def _core_share(runnable: float, cores: int) -> float:
 #: often within 15 % of each other (all-MiniLM-L6-v2 on 2 cores), where a slightly wrong count of busy
 #: cores would flip a bare "sooner", and a pool that loses costs up to 1.6×.
 POOL_MARGIN = 0.8
+
+
+def _rule(work: float, start: float, workers: int, busy: float, cores: int) -> tuple:
+    """``(use, worth, serial, pooled)``: :func:`plan_pool`'s rule for ``work`` seconds of SVDs on an idle
+    core, beside ``busy`` other runnable processes."""
+    worth = workers * _core_share(workers + busy, cores)  # the pool's cores' worth beside the busy processes
+    serial = work / _core_share(1 + busy, cores)
+    pooled = start + work / worth
+    return workers > 1 and pooled <= POOL_MARGIN * serial, worth, serial, pooled
+
+
+def _out_of_reach(work: float, start: float, workers: int, cores: int, upto: float) -> bool:
+    """Whether :func:`_rule` chooses no pool beside any busy count from 0 to ``upto``: whether it chooses
+    none beside 0 or ``upto``.
+
+    How much sooner the pool is, ``POOL_MARGIN·T₁ − pooled``, is constant while the pool's workers fit the
+    free cores (busy ≤ ``c − w``), falls while this process alone still has a core (up to ``c − 1``: ``T₁``
+    constant, the pool's share shrinking), and grows after (both slow down, the pool ``1/w`` as fast, and
+    ``POOL_MARGIN > 1/w`` for ``w ≥ 2``). So it is largest at an end of any range of counts."""
+    return not (_rule(work, start, workers, 0.0, cores)[0] or _rule(work, start, workers, float(upto), cores)[0])
 
 
 def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: tuple | None = None,
@@ -352,15 +357,12 @@ def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: t
     cores = _cores()
     busy_from = "given"
     if busy is None:
-        needs = _pool_needs_busy_over(flops / rate, s, cores)
-        busy, reads = _busy_cores(needs)
+        busy, reads = _busy_cores(lambda first: _out_of_reach(flops / rate, s, workers, cores,
+                                                              first + _RUNNABLE_SLACK))
         busy_from = (f"processes runnable now, this one not counted (_busy_cores): {reads} read(s)"
-                     + (f"; a pool needs more than {needs:.2f} busy" if reads == 1 else ""))
+                     + (f"; no pool up to {_RUNNABLE_SLACK} more busy" if reads == 1 else ""))
     busy = max(0.0, busy)
-    worth = workers * _core_share(workers + busy, cores)  # the pool's cores' worth beside the busy processes
-    serial = flops / rate / _core_share(1 + busy, cores)
-    pooled = s + flops / rate / worth
-    use = workers > 1 and pooled <= POOL_MARGIN * serial
+    use, worth, serial, pooled = _rule(flops / rate, s, workers, busy, cores)
     return use, {"svd_flops": flops, "svd_rate_GFLOPs": round(rate / 1e9, 2), "svd_rate_from": rate_from,
                  "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2),
                  "effective_workers": round(worth, 2), "worker_start_s": round(s, 3), "worker_start_from": where,
