@@ -244,10 +244,13 @@ def _posthoc_choices_valid(sigmas: list, log_Ks, N: int, g: np.ndarray) -> list:
     column pairwise, in blocks that depend on its length) and a spectrum whose ``S_p`` overflows take the
     single path, matrix by matrix; the latter raises its error for the first such matrix.
     Arguments as :func:`_posthoc_choice_valid` takes them, ``log_Ks`` one finite float per matrix."""
+    def one_by_one():
+        return [_single(_posthoc_choice_valid(s, lk, N, g)) for s, lk in zip(sigmas, log_Ks)]
+
     zero = g == 0
     pos = g[~zero]
     if pos.size < 2:  # one column: NumPy sums it pairwise, in blocks that depend on the length (zeros included)
-        return [_single(_posthoc_choice_valid(s, lk, N, g)) for s, lk in zip(sigmas, log_Ks)]
+        return one_by_one()
     out = [None] * len(sigmas)
     by_length: dict = {}
     for j, s in enumerate(sigmas):
@@ -260,7 +263,7 @@ def _posthoc_choices_valid(sigmas: list, log_Ks, N: int, g: np.ndarray) -> list:
         with np.errstate(over="ignore"):
             powers[:, ~zero] = np.sum(np.power.outer(S, pos), axis=1)
         if not np.all(np.isfinite(powers)):
-            return [_single(_posthoc_choice_valid(sigmas[j], log_Ks[j], N, g)) for j in range(len(sigmas))]
+            return one_by_one()
         with np.errstate(divide="ignore"):
             log_S = np.log(powers)
         log_K = np.array([log_Ks[j] for j in js], dtype=np.float64)[:, None]
@@ -273,6 +276,7 @@ def _posthoc_choices_valid(sigmas: list, log_Ks, N: int, g: np.ndarray) -> list:
 
 def _single(choice: PosthocChoice) -> tuple:
     return choice.log_T, choice.p_star, choice.log_T_star
+
 
 def aggregate_sum(log_T_stars, L):
     """``log(Σ_j 𝒯*_j + √L)`` — the released ``B_ours`` (Chapter 4), by a log-sum-exp (safe for any depth).
