@@ -252,7 +252,8 @@ import bounds_lib.__main__ as ENTRY  # noqa: E402
 
 
 @pytest.mark.parametrize("argv, threads", [
-    ([], 1), (["analyze", "m"], 1), (["analyze", "m", "--threads", "3"], 3), (["analyze", "m", "--threads=2"], 2),
+    ([], 1), (["analyze", "m"], 1), (["analyze", "m", "--threads", "1"], 1), (["analyze", "m", "--threads", "3"], 3),
+    (["analyze", "m", "--threads=2"], 2),
     (["analyze", "m", "--thr", "4"], 4), (["analyze", "m", "--th=5"], 5),
     (["analyze", "m", "--threads", "0"], None),      # 0: BLAS's own default, not ours
     (["analyze", "m", "--threads", "-1"], None), (["analyze", "m", "--threads", "x"], None),
@@ -291,6 +292,34 @@ def test_the_entry_starts_openblas_with_the_commands_threads():
     assert got["pinned"] is False and got["env"] is None and got["blas"] == [cores]
     got = _fresh(_ENTRY_PROBE, "analyze", OMP_NUM_THREADS="2")  # the user's variable: theirs
     assert got["pinned"] is False and got["env"] is None and got["blas"] == [2]
+
+
+@pytest.mark.parametrize("argv, env, pinned", [
+    (["analyze", "m"], {}, "1"), (["analyze", "m", "--threads", "4"], {}, "4"),
+    (["analyze", "m", "--threads", "0"], {}, None),        # BLAS's own default
+    (["analyze", "m"], {"OMP_NUM_THREADS": "3"}, None),     # the user's variables are theirs
+    (["analyze", "m"], {"GOTO_NUM_THREADS": "3"}, None), (["analyze", "m"], {"OPENBLAS_NUM_THREADS": "3"}, None),
+])
+def test_the_entry_pins_only_an_unset_environment_before_numpy_loads(monkeypatch, argv, env, pinned):
+    for var in ENTRY.BLAS_LOAD_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delitem(sys.modules, "numpy")  # as in a fresh process (restored after the test)
+    assert ENTRY._pin_blas_at_load(argv) is (pinned is not None)
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == (pinned or env.get("OPENBLAS_NUM_THREADS"))
+    assert {v: os.environ[v] for v in ENTRY.BLAS_LOAD_VARIABLES if v in os.environ} == (
+        {**env, "OPENBLAS_NUM_THREADS": pinned} if pinned else env)
+
+
+def test_the_entry_pins_with_the_command_line_then_runs_the_command(monkeypatch):
+    import bounds_lib.cli as cli
+
+    seen = []
+    monkeypatch.setattr(sys, "argv", ["bounds-lib", "analyze", "m", "--threads", "2"])
+    monkeypatch.setattr(ENTRY, "_pin_blas_at_load", lambda argv: seen.append(("pin", list(argv))))
+    monkeypatch.setattr(cli, "main", lambda: seen.append(("run",)) or 7)
+    assert ENTRY.main() == 7 and seen == [("pin", ["analyze", "m", "--threads", "2"]), ("run",)]
 
 
 def test_the_entry_leaves_a_process_whose_numpy_is_loaded(monkeypatch):

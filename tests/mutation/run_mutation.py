@@ -90,6 +90,8 @@ TESTS = {
             "tests/test_exit_status.py::test_the_facts_are_looked_up_once_a_process_and_written_in_the_report"],
     # the report's versions and platform as importlib.metadata and platform.platform() give them (issue 52)
     "facts": ["tests/test_facts.py"],
+    # the console script's entry: OpenBLAS started with the command's --threads (issue 52)
+    "entry": ["tests/test_threads_policy.py"],
     "units": PARALLEL_FAST + ["tests/test_resume_content.py", "tests/test_resume_checks.py", "tests/test_units.py",
                               "tests/test_pool_choice.py::test_dense_unit_flops_are_golub_kahan",
                               "tests/test_pool_choice.py::test_gated_ffn_flops_count_both_halves"],
@@ -164,7 +166,7 @@ PATHS = {
     "stats": "studies.stats", "results": "studies.results", "reproduce": "studies.reproduce",
     "trained_report": "studies.trained_report", "study": "studies.study", "exercises": "teaching.exercises",
     "kernel": "analysis.kernel", "units": "analysis.units", "pool": "analysis.pool",
-    "threads": "analysis.threads", "cluster": "analysis.cluster", "facts": "core.facts",
+    "threads": "analysis.threads", "cluster": "analysis.cluster", "facts": "core.facts", "entry": "__main__",
     "single_head": "analysis.single_head", "corrected": "analysis.corrected", "controls": "studies.controls",
     "ch3_witnesses": "checks.ch3_witnesses", "interrupts": "core.interrupts", "harness": "checks.harness",
     "ch1_norms": "checks.ch1_norms", "ch2_split": "checks.ch2_split", "ch4_peeling": "checks.ch4_peeling",
