@@ -301,8 +301,9 @@ def test_the_entry_starts_openblas_with_the_commands_threads():
     (["analyze", "m"], {"GOTO_NUM_THREADS": "3"}, None), (["analyze", "m"], {"OPENBLAS_NUM_THREADS": "3"}, None),
 ])
 def test_the_entry_pins_only_an_unset_environment_before_numpy_loads(monkeypatch, argv, env, pinned):
-    for var in ENTRY.BLAS_LOAD_VARIABLES:
-        monkeypatch.delenv(var, raising=False)
+    for var in ENTRY.BLAS_LOAD_VARIABLES:  # set, then removed: the test's end puts back what was there
+        monkeypatch.setenv(var, "0")
+        monkeypatch.delenv(var)
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     monkeypatch.delitem(sys.modules, "numpy")  # as in a fresh process (restored after the test)
