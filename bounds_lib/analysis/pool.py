@@ -8,8 +8,9 @@ process alone: the units' SVD flops at this machine's measured rate (:func:`svd_
 worker's measured start-up (:func:`worker_start_seconds`), on cores shared with the processes runnable
 at that moment (``_busy_cores``); both are learnt from earlier runs (:func:`machine_record`), and a
 pool is chosen only where it is estimated clearly sooner (:data:`POOL_MARGIN`). A small model such as
-all-MiniLM-L6-v2 (0.7 s of SVDs on the 2-core reference machine, whose record says 1.5 s to start a
-worker) is analysed in process; a 1.1B model's layers are spread over the cores.
+all-MiniLM-L6-v2 (0.7 s of SVDs on the 2-core reference machine, where an idle worker starts in about
+0.25 s: a pool of 2 is estimated at 0.82–0.87× this process alone, outside that margin) is analysed in
+process; a 1.1B model's layers are spread over the cores.
 :func:`process_pool` spawns the workers: a signal or a unit's error cancels the units not started and
 ends the workers, workers die with their parent, and a worker that dies (most often by the kernel's
 out-of-memory killer) is one :class:`~bounds_lib.analysis.cluster.ClusterError`.
