@@ -133,5 +133,5 @@ def test_regenerate_trains_on_the_threads_asked_and_restores_the_count(monkeypat
             P.regenerate(row, threads=threads)
     else:
         assert P.regenerate(row, threads=threads) == {"config": {}, "numbers": [1.0]}
-    assert [(n, c) for n, c in seen] == [(threads, TrainConfig(**row["config"]))]
+    assert seen == [(threads, TrainConfig(**row["config"]))]
     assert torch.get_num_threads() == before

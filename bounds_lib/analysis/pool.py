@@ -356,14 +356,14 @@ def plan_pool(flops: float, workers: int, *, rate: tuple | None = None, start: t
     rate, rate_from = svd_rate() if rate is None else rate
     s, where = worker_start_seconds() if start is None else start
     cores = _cores()
+    work = flops / rate  # seconds of SVDs on an idle core
     busy_from = "given"
     if busy is None:
-        busy, reads = _busy_cores(lambda first: _out_of_reach(flops / rate, s, workers, cores,
-                                                              first + _RUNNABLE_SLACK))
+        busy, reads = _busy_cores(lambda first: _out_of_reach(work, s, workers, cores, first + _RUNNABLE_SLACK))
         busy_from = (f"processes runnable now, this one not counted (_busy_cores): {reads} read(s)"
                      + (f"; no pool up to {_RUNNABLE_SLACK} more busy" if reads == 1 else ""))
     busy = max(0.0, busy)
-    use, worth, serial, pooled = _rule(flops / rate, s, workers, busy, cores)
+    use, worth, serial, pooled = _rule(work, s, workers, busy, cores)
     return use, {"svd_flops": flops, "svd_rate_GFLOPs": round(rate / 1e9, 2), "svd_rate_from": rate_from,
                  "serial_estimate_s": round(serial, 3), "busy_cores": round(busy, 2),
                  "effective_workers": round(worth, 2), "worker_start_s": round(s, 3), "worker_start_from": where,
