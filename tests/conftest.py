@@ -15,6 +15,13 @@ if XDIST_WORKER:
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
+# The book's tools (book/tools: the notebook generator, the Sphinx extension) import as top-level
+# modules, as Sphinx loads them (`local_extensions` in _config.yml): `import make_notebooks`
+# (book_html.py below reads phone_math_report's scripts).
+TOOLS = Path(__file__).resolve().parents[1] / "book" / "tools"
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
@@ -27,12 +34,6 @@ if XDIST_WORKER and os.environ.get("OPENBLAS_NUM_THREADS") == "1":
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)
-
-# The book's tools (book/tools: the notebook generator, the Sphinx extension) import as top-level
-# modules, as Sphinx loads them (`local_extensions` in _config.yml): `import make_notebooks`.
-TOOLS = Path(__file__).resolve().parents[1] / "book" / "tools"
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
 
 # The library's record of this machine's worker start-up and SVD rate (bounds_lib.analysis.pool.machine_record)
 # is the tests' own, not the user's ~/.cache: one file per test process, removed when the process ends.

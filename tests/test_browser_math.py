@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import phone_math_report as pmr  # book/tools is on sys.path: conftest.py
-from book_html import HTML, PAGES, REFRESH, needs_browser, probe
+from book_html import HTML, PAGES, REFRESH, WAIT_MATHJAX, needs_browser, probe
 
 CONTENT = [p for p in PAGES if not REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
            and p.name not in pmr.SKIP_NAMES]
@@ -70,3 +70,42 @@ def test_detector_reports_a_planted_long_formula(typeset_page, tmp_path):
     assert set(found) == {LONG, CLIPPED}, found
     assert "column" in found[LONG] and found[CLIPPED].startswith("cut by <div"), found
     assert all(o["section"] == "Planted" for o in res["offenders"])
+
+
+# Typeset while the text is in Liberation Sans (x-height 0.528 em), then shown in DejaVu Sans (0.547 em):
+# MathJax's scale is then stale, as when a loaded browser answered its measurement with rounded metrics.
+_STALE = r"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<style>p { font: 16px "Liberation Sans"; } p.later { font-family: "DejaVu Sans"; }</style>
+<script>window.MathJax = {tex: {inlineMath: [['$', '$']]}};</script>
+<script defer src="MATHJAX"></script></head>
+<body><article class="bd-article"><p>Inline $a^2 + b^2 = c^2$ and $\sum_i x_i$, then
+$$\int_0^1 f(t)\,dt \le \max_t f(t)$$</p></article></body></html>"""
+_SCALES = r"""() => [...document.querySelectorAll('mjx-container')].map(e => {
+  const fresh = MathJax.getMetricsFor(e.parentElement, e.getAttribute('display') === 'true').scale;
+  return [parseFloat(e.style.fontSize) / 100, fresh, e.textContent.length];
+})"""
+
+
+@needs_browser
+def test_a_stale_mathjax_scale_is_measured_again(open_page, tmp_path):
+    """WAIT_MATHJAX (and so every probe, and phone_math_report's MEASURE) typesets again where MathJax's
+    scale no longer matches the text's x-height, and leaves a page whose scale is right alone."""
+    mathjax = HTML / "_static" / "mathjax" / "tex-chtml.js"
+    if not mathjax.is_file():
+        pytest.skip(f"the build has no offline MathJax at {mathjax}")
+    page_file = tmp_path / "stale.html"
+    page_file.write_text(_STALE.replace("MATHJAX", mathjax.as_uri()), encoding="utf-8")
+    page, _ = open_page(page_file.as_uri(), width=390, height=844)
+    assert page.evaluate(WAIT_MATHJAX) == {"loaded": True, "rescaled": 0}  # right from the start: untouched
+    before = page.evaluate(_SCALES)
+    assert len(before) == 3 and all(abs(have - fresh) < 0.0015 for have, fresh, _ in before), before
+    page.evaluate("() => document.querySelector('p').classList.add('later')")
+    stale = page.evaluate(_SCALES)
+    # the plant makes the condition: the fresh scale is larger than the one typeset (by 6.5 % in this
+    # context), by far more than MathJax's own rounding to 0.1 %
+    assert all(fresh / have > 1.02 for have, fresh, _ in stale), stale
+    done = page.evaluate(WAIT_MATHJAX)
+    assert done == {"loaded": True, "rescaled": 2}, done  # the inline and the display kind of text
+    after = page.evaluate(_SCALES)
+    assert [n for *_, n in after] == [n for *_, n in before]  # the same formulas, typeset once each
+    assert all(abs(have - fresh) < 0.0015 for have, fresh, _ in after), after

@@ -29,7 +29,44 @@ SKIP_NAMES = {"genindex.html", "search.html", "py-modindex.html"}
 # A page that only redirects (index.html -> book/intro.html).
 REFRESH = re.compile(r'<meta[^>]+http-equiv="refresh"[^>]+content="\d+;\s*url=([^"]+)"', re.I)
 
-# Opens every <details>, waits for MathJax, then measures every visible inline formula of the article.
+# MathJax measures the x-height of the text around the formulas once, when it typesets, and scales every
+# formula to it. In an emulated phone (2 device pixels per CSS pixel) a headless Chromium under load can
+# answer that measurement as at 1 device pixel, where it rounds the x-height to whole pixels: DejaVu Sans
+# at 16 px gives 9 px instead of 8.75, and every formula of that page comes out 2.9 % wider (scale
+# 127.3 % instead of 123.7 %). That failed the phone check of Chapter 3 in one CI run, and hit up to
+# 14 % of the loads of Chapters 3 and 5 here with more busy processes than cores. This asks MathJax to
+# measure again, once per kind of surrounding text; where the answer differs from the scale its formulas
+# carry (by more than its own rounding to 0.1 %), it typesets the page's formulas again from their
+# compiled form, measured anew, and lets book-math.js mark the wide displays again (it does on resize).
+# Returns how many kinds of text were stale.
+RESCALE = r"""async () => {
+  const mj = window.MathJax;
+  if (!mj || !mj.getMetricsFor || !mj._ || !mj.startup || !mj.startup.document || !mj.startup.output) return 0;
+  const factor = mj.startup.output.options.scale || 1;
+  const seen = new Set();
+  let stale = 0;
+  for (const e of document.querySelectorAll('mjx-container[jax="CHTML"]')) {
+    const p = e.parentElement, s = p && getComputedStyle(p);
+    if (!s) continue;
+    const display = e.getAttribute('display') === 'true';
+    const key = [s.fontFamily, s.fontSize, s.fontWeight, s.fontStyle, display].join('|');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const want = mj.getMetricsFor(p, display).scale * factor;
+    const have = e.style.fontSize ? parseFloat(e.style.fontSize) / 100 : 1;
+    if (Math.abs(want - have) > 0.0015) stale++;
+  }
+  if (stale) {
+    mj.startup.document.state(mj._.core.MathItem.STATE.CONVERT);
+    mj.startup.document.render();
+    window.dispatchEvent(new Event('resize'));
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  }
+  return stale;
+}"""
+
+# Opens every <details>, waits for MathJax (measured anew where its scale is stale: RESCALE), then
+# measures every visible inline formula of the article.
 # A formula is an offender when its box reaches more than 1 px past the content box of its column (the
 # nearest ancestor that is not inline), past the box of an ancestor that clips (overflow hidden or
 # clip), or past the edge of the screen — unless an ancestor scrolls sideways (overflow auto/scroll and
@@ -43,6 +80,7 @@ MEASURE = r"""async () => {
   // the web fonts too: a formula measured before its font is in can be wider or narrower
   if (document.fonts && document.fonts.ready) { await document.fonts.ready; }
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  await (""" + RESCALE + r""")();
   const tex = new Map();
   if (mj.startup && mj.startup.document) {
     for (const item of mj.startup.document.math) {
