@@ -326,16 +326,27 @@ def test_the_mutation_runner_knows_every_module():
 
 
 def test_the_mutation_runner_copies_every_local_module_conftest_imports():
-    """A helper ``conftest.py`` imports (``tests/schedule.py`` once was not) missing from ``SUPPORT`` fails
-    every mutation run's first test run: mutmut then reports every mutant as not checked."""
+    """A helper ``conftest.py`` imports, directly or through another helper, missing from ``SUPPORT`` fails
+    every mutation run's first test run: mutmut then reports every mutant as not checked
+    (``tests/schedule.py`` once was missing, and then ``book/tools/phone_math_report.py``, which
+    ``tests/book_html.py`` imports)."""
     spec = importlib.util.spec_from_file_location("run_mutation", ROOT / "tests" / "mutation" / "run_mutation.py")
     rm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rm)
-    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    local = {f"tests/{m}.py" for m in imported if (ROOT / "tests" / f"{m}.py").is_file()}
-    assert local and local - set(rm.SUPPORT) == set()
+
+    def local_imports(path: str) -> set:
+        tree = ast.parse((ROOT / path).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        return {f"{d}/{m}.py" for m in imported for d in ("tests", "book/tools") if (ROOT / d / f"{m}.py").is_file()}
+
+    local, todo = set(), ["tests/conftest.py"]
+    while todo:
+        new = local_imports(todo.pop()) - local
+        local |= new
+        todo.extend(new)
+    assert {"tests/book_html.py", "book/tools/phone_math_report.py"} <= local  # found through book_html
+    assert local - set(rm.SUPPORT) == set()
     assert all((ROOT / f).is_file() for f in rm.SUPPORT)
 
 

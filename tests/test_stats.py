@@ -2,6 +2,7 @@
 the sign check (bounds_lib.studies.stats, Chapters 7-8)."""
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -229,3 +230,109 @@ def test_numbers_print_the_true_minus_sign_and_never_a_negative_zero():
     assert S.format_number(-0.006, 2) == minus + "0.01" and S.format_number(-0.0006, 3) == minus + "0.001"
     assert S.format_number(float("nan")) == "n/a"
     assert (S.format_number(float("-inf")), S.format_number(float("inf"), plus=True)) == (minus + "∞", "+∞")
+
+
+# --------------------------------------------------------------------------------------------
+# Edges the mutation run of `stats` found unchecked (tests/MUTATION.md)
+# --------------------------------------------------------------------------------------------
+def test_kendall_tau_names_the_bad_argument_and_ranks_a_range_of_exactly_one():
+    with pytest.raises(ValueError, match=r"^x contains NaN$"):
+        S.kendall_tau([1.0, np.nan], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^y contains inf, must be finite$"):
+        S.kendall_tau([1.0, 2.0], [1.0, np.inf])
+    # a range of exactly 1 is not a constant (the test for "no pair to rank" is ptp == 0)
+    assert S.kendall_tau([0.0, 1.0, 0.5], [0.0, 1.0, 0.5]) == 1.0
+    assert S.kendall_tau([0.0, 0.5, 2.0], [3.0, 4.0, 3.5]) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("x, y", [([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]),
+                                  ([1.0], [2.0])])
+def test_kendall_tau_of_a_constant_is_nan_without_asking_scipy(x, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SciPy warns on a constant input: it must not be reached
+        assert math.isnan(S.kendall_tau(x, y))
+
+
+def _four_rows(gaps):
+    """Rows over L x N (two values each) with the given gaps, in that order; the measure is the gap."""
+    return [{"config": {"L": L, "N": N, "n_train": 8}, "gap_error": gaps[i]}
+            for i, (L, N) in enumerate((L, N) for L in (1, 2) for N in (4, 8))]
+
+
+def test_granulated_kendall_skips_only_groups_with_a_constant_gap_and_goes_on_after_them():
+    # the groups varying N: (L=1: rows 0, 1) and (L=2: rows 2, 3). The first has a constant gap and is
+    # skipped; the second still counts, and a gap range of exactly 1 is not constant.
+    rows = _four_rows([0.5, 0.5, 0.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = S.granulated_kendall(rows, lambda r: r["gap_error"])
+    assert (t["N"], t["groups_N"]) == (1.0, 1)
+    assert (t["L"], t["groups_L"]) == (1.0, 2)  # the groups varying L: gaps (0.5, 0.0) and (0.5, 1.0)
+    assert math.isnan(t["n_train"]) and t["groups_n_train"] == 0
+
+
+def test_granulated_kendall_with_nothing_defined_is_nan_without_a_warning():
+    rows = _four_rows([0.5, 0.5, 0.5, 0.5])  # the gap never varies: no group, no ψ, no Ψ
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the mean of an empty list would warn
+        t = S.granulated_kendall(rows, lambda r: r["config"]["N"])
+    assert all(math.isnan(t[k]) for k in ("L", "N", "n_train", "Psi")), t
+    assert (t["groups_L"], t["groups_N"]) == (0, 0)
+
+
+def _slope_rows(ns_by_L):
+    return [{"config": {"L": L, "N": N, "n_train": 8}, "proxies": {"p": 2.0 * math.log10(N) + L}}
+            for L, ns in ns_by_L for N in ns]
+
+
+def test_scaling_slopes_goes_past_a_group_with_one_width_and_is_nan_without_any():
+    # the first group (L=1) has one width and is passed over; the next (L=2) has the slope 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert S.scaling_slopes(_slope_rows([(1, [8]), (2, [8, 32])]), "p", "N") == pytest.approx(2.0)
+        assert math.isnan(S.scaling_slopes(_slope_rows([(1, [8]), (2, [16])]), "p", "N"))
+
+
+def test_the_text_of_an_interval_and_of_infinities():
+    iv = S.Interval(0.123, -0.05, 0.3, 2000)
+    assert str(iv) == S.format_interval(iv) == "+0.12 [−0.05, +0.30]"
+    assert [S.format_number(v) for v in (np.inf, -np.inf)] == ["∞", "−∞"]
+    assert [S.format_number(v, plus=True) for v in (np.inf, -np.inf)] == ["+∞", "−∞"]
+
+
+def test_check_sign_messages():
+    with pytest.raises(AssertionError) as e:
+        S.check_sign(S.Interval(0.1234, -0.1, 0.2, 10), "+")
+    assert str(e.value) == ("the statistic: the prose claims sign '+' but the interval is "
+                            "+0.123 [−0.100, +0.200] (sign '0')")
+    with pytest.raises(TypeError, match=r"^check_sign needs an Interval, got float$"):
+        S.check_sign(0.5, "+")
+    with pytest.raises(ValueError, match=r"^claimed sign must be '\+', '-' or '0', got 'x'$"):
+        S.check_sign(S.Interval(0.1, -0.1, 0.2, 10), "x")
+
+
+def test_bootstrap_weights_arguments():
+    assert S.bootstrap_weights(["a", "b", "b"], 5).tolist() == S.bootstrap_weights(["a", "b", "b"], 5, seed=0).tolist()
+    assert S.bootstrap_weights(["a", "b"], 1).shape == (1, 2)  # one resample is allowed
+    with pytest.raises(ValueError, match=r"^n_boot \(number of resamples\) == 0, must be >= 1$"):
+        S.bootstrap_weights(["a"], 0)
+    with pytest.raises(ValueError, match=r"^seed == -1, must be >= 0$"):
+        S.bootstrap_weights(["a"], 3, seed=-1)
+    with pytest.raises(ValueError, match=r"^bootstrap_weights needs at least one row \(clusters is empty\)$"):
+        S.bootstrap_weights([], 3)
+    with pytest.raises(ValueError, match=r"^top and clusters must label the same rows, got 1 and 2$"):
+        S.bootstrap_weights(["a", "b"], 3, top=["t"])
+
+
+def test_three_stage_weights_draw_whole_top_clusters():
+    # top t holds clusters a, b; top u holds c, d; two rows each. The first stage draws t or u; a top
+    # drawn c times draws 2c of its clusters, each drawn k times 2k of its rows: so the rows of t are drawn
+    # 4·c_t times in all, c_t in {0, 1, 2}. Without the top stage that count is 2·(clusters of t drawn),
+    # which takes the values 2 and 6 as well.
+    clusters = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    top = ["t"] * 4 + ["u"] * 4
+    W = S.bootstrap_weights(clusters, 400, seed=3, top=top)
+    in_t = W[:, :4].sum(axis=1)
+    assert set(in_t.tolist()) == {0.0, 4.0, 8.0} and W.sum(axis=1).tolist() == [8.0] * 400
+    two = S.bootstrap_weights(clusters, 400, seed=3)[:, :4].sum(axis=1)
+    assert {2.0, 6.0} <= set(two.tolist())

@@ -70,7 +70,8 @@ TESTS = {
                     "tests/test_bad_inputs.py", "tests/test_bad_inputs_round2.py",
                     "tests/test_random_bert.py"],
     "theorem": ["tests/test_named_mutants.py", "tests/test_theorem.py"],
-    "stats": ["tests/test_named_mutants.py", "tests/test_stats.py"],
+    "stats": ["tests/test_named_mutants.py", "tests/test_stats.py", "tests/test_study.py",
+              "tests/test_trained_report.py"],
     "results": ["tests/test_results.py"],
     # the report rows: Chapter 6's tables (report.py); the per-matrix CSV/JSON rows are scoring's to_row
     "report": ["tests/test_report.py"],
@@ -198,7 +199,7 @@ def tests_for(module: str) -> list[str]:
 
 #: What every test run needs next to the tests: conftest.py and the helper modules it imports.
 SUPPORT = ["tests/conftest.py", "tests/tiny_checkpoints.py", "tests/book_html.py", "tests/recording.py",
-           "tests/schedule.py", "tests/durations.json"]
+           "tests/schedule.py", "tests/durations.json", "book/tools/phone_math_report.py"]
 STATUS = re.compile(r"^\s+(\S+): (\S.*)$")
 #: Functions of the falsification harness that live next to the bounds (random draws, optimisers).
 #: ``--bounds-only`` leaves them out: each of their mutants reruns slow optimiser tests, and their
@@ -232,11 +233,13 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, f
     for t in [*SUPPORT, *tests_for(module), *tests_of_module]:
         t = t.partition("::")[0]  # a test's node id: copy its file
         if (ROOT / t).exists():
+            (work / t).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / t, work / t)
     tests = "\n    ".join(tests_of_module)
     deselect = "    -m\n    not slow\n" if bounds_only else ""
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths=bounds_lib\n"
+        "also_copy=\n    book/tools\n"  # SUPPORT's files outside tests/ (mutmut copies tests/ itself)
         f"only_mutate={only_mutate(module)}\n"
         f"pytest_add_cli_args_test_selection=\n    {tests}\n"
         "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n" + deselect +
