@@ -336,3 +336,89 @@ def test_three_stage_weights_draw_whole_top_clusters():
     assert set(in_t.tolist()) == {0.0, 4.0, 8.0} and W.sum(axis=1).tolist() == [8.0] * 400
     two = S.bootstrap_weights(clusters, 400, seed=3)[:, :4].sum(axis=1)
     assert {2.0, 6.0} <= set(two.tolist())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.floats(-5, 5, allow_nan=False, allow_subnormal=False), min_size=2, max_size=5),
+                min_size=2, max_size=5))
+def test_icc_is_the_one_way_anova_ratio(groups):
+    """ICC(1) = (F − 1) / (F + k̄ − 1), F SciPy's one-way ANOVA ratio MSB/MSW, k̄ the mean group size."""
+    from scipy.stats import f_oneway
+
+    values = [v for g in groups for v in g]
+    labels = [i for i, g in enumerate(groups) for _ in g]
+    if min(np.ptp(g) for g in groups) < 1e-3 or np.ptp([np.mean(g) for g in groups]) < 1e-3:
+        return  # F near 0/0 or ∞: SciPy warns; the ratio form is checked where it is well conditioned
+    F, k = f_oneway(*groups).statistic, len(values) / len(groups)
+    assert math.isclose(S.intraclass_correlation(values, labels), (F - 1) / (F + k - 1), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_icc_closed_form_and_edges():
+    # groups (1, 3) and (4, 6, 8): grand mean 4.4; MSB = (2·2.4² + 3·1.6²)/1 = 19.2; MSW = (2 + 8)/3;
+    # k̄ = 2.5: ICC = (19.2 − 10/3) / (19.2 + 1.5·10/3) = (19.2 − 10/3)/24.2
+    want = (19.2 - 10 / 3) / 24.2
+    assert math.isclose(S.intraclass_correlation([1, 3, 4, 6, 8], "aabbb"), want, rel_tol=1e-12)
+    assert math.isclose(S.intraclass_correlation([1e-3, 3e-3, 4e-3, 6e-3, 8e-3], "aabbb"), want,
+                        rel_tol=1e-9)  # the same at a small scale: a scale-free statistic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert S.intraclass_correlation([1, 1, 2, 2], "aabb") == 1.0  # no variance within: 1, no division by 0
+        assert math.isnan(S.intraclass_correlation([2, 2, 2, 2], "aabb"))  # no variance at all: undefined
+    with pytest.raises(ValueError, match=r"^the ICC needs at least two groups with at least two values each$"):
+        S.intraclass_correlation([1, 2, 3], "aab")
+
+
+def test_icc_interval_arguments_and_reproducibility():
+    v, g = [1, 1.4, 2, 2.3, 3, 3.1, 2.5, 4, 0.5, 0.9, 1.7, 3.3], "aabbccddeeff"
+    assert S.icc_interval(v, g, 50) == S.icc_interval(v, g, 50, seed=0) == S.icc_interval(v, g, 50)
+    assert S.icc_interval(v, g, 50, seed=1) != S.icc_interval(v, g, 50)
+    assert S.icc_interval(v, g, 1).n_boot == 1
+    with pytest.raises(ValueError, match=r"^n_boot \(number of resamples\) == 0, must be >= 1$"):
+        S.icc_interval(v, g, 0)
+    with pytest.raises(ValueError, match=r"^seed == -1, must be >= 0$"):
+        S.icc_interval(v, g, 5, seed=-1)
+
+
+def _varying_rows():
+    """L x N x two seeds; the gap and a second target ranked in opposite directions by N."""
+    return [{"config": {"L": L, "N": N, "n_train": 8, "seed": s}, "gap_error": N + 0.1 * s, "other": -N + 0.1 * s}
+            for L in (1, 2) for N in (4, 8, 16) for s in (0, 1)]
+
+
+def test_group_taus_and_wrong_sign_share_targets_and_constant_measures():
+    rows = _varying_rows()
+    m = [r["config"]["N"] for r in rows]
+    assert S.group_taus(rows, m, "N", S.HYPERPARAMETERS, ("seed",)).tolist() == [1.0] * 4
+    assert S.wrong_sign_share(rows, m, "N", S.HYPERPARAMETERS, ("seed",)) == (0.0, 4)
+    assert S.wrong_sign_share(rows, m, "N", S.HYPERPARAMETERS, ("seed",), target="other") == (1.0, 4)
+    flat = [1.0] * len(rows)  # a measure constant inside every group ranks nothing: τ = 0 there
+    assert S.group_taus(rows, flat, "N", S.HYPERPARAMETERS, ("seed",)).tolist() == [0.0] * 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        share, n = S.wrong_sign_share(rows, m, "n_train", S.HYPERPARAMETERS, ("seed",))  # no group varies n_train
+    assert math.isnan(share) and n == 0
+
+
+def test_granulated_intervals_levels_sizes_and_empty_axes():
+    rows = _varying_rows()
+    m = np.random.default_rng(5).permutation(len(rows)).astype(float)  # a measure that ranks the gap loosely
+    W = S.bootstrap_weights([(r["config"]["L"], r["config"]["N"]) for r in rows], 40, seed=2)
+    g = [r["gap_error"] for r in rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = S.granulated_intervals(rows, m, W, S.HYPERPARAMETERS, ("seed",), level=0.5)
+    assert t["overall"] == S.kendall_interval(m, g, W, 0.5)  # the level reaches every interval
+    wide = S.granulated_intervals(rows, m, W, S.HYPERPARAMETERS, ("seed",))
+    assert wide["overall"].hi - wide["overall"].lo > t["overall"].hi - t["overall"].lo, (wide, t)
+    assert all(wide[k].hi - wide[k].lo > t[k].hi - t[k].lo for k in ("N", "Psi")), (wide, t)  # L: a constant gap
+    assert all(t[k].n_boot == 40 for k in ("overall", "L", "N", "n_train", "Psi")), t
+    assert math.isnan(t["n_train"].value) and t["n_train"].n_undefined == 40  # no group varies n_train
+    assert t["Psi"].value == pytest.approx(np.nanmean([t["L"].value, t["N"].value]))
+    with pytest.raises(ValueError, match=r"^the measure m, the rows and the weights W must cover the same rows, "
+                                         r"got 3, 12 and 12$"):
+        S.granulated_intervals(rows, m[:3], W, S.HYPERPARAMETERS)
+    still = [{**r, "gap_error": 0.5} for r in rows]  # a constant gap: no ψ and no Ψ defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = S.granulated_intervals(still, m, W, S.HYPERPARAMETERS, ("seed",))
+    assert all(math.isnan(t[k].value) for k in ("L", "N", "n_train", "Psi")) and t["Psi"].n_boot == 40
