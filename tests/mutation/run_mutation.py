@@ -239,7 +239,9 @@ def run_module(module: str, jobs: int, mutmut: str, bounds_only: bool = False, f
     deselect = "    -m\n    not slow\n" if bounds_only else ""
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths=bounds_lib\n"
-        "also_copy=\n    book/tools\n"  # SUPPORT's files outside tests/ (mutmut copies tests/ itself)
+        # the folders of SUPPORT's files outside tests/ (mutmut copies tests/ itself)
+        "also_copy=\n" + "".join(f"    {d}\n" for d in sorted({str(Path(f).parent) for f in SUPPORT
+                                                              if not f.startswith("tests/")})) +
         f"only_mutate={only_mutate(module)}\n"
         f"pytest_add_cli_args_test_selection=\n    {tests}\n"
         "pytest_add_cli_args=\n    -x\n    -q\n    -p\n    no:cacheprovider\n" + deselect +
